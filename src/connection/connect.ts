@@ -1,0 +1,23 @@
+import type { ConnectRequest, ReadyInfo, Runtime } from '../core/runtime.js';
+import { bootstrap } from './bootstrap.js';
+import { local } from './local.js';
+import type { ConnectionMethod } from './method.js';
+
+/** Connection methods a context can be asked to use through CONNECT, by name. */
+// biome-ignore lint/suspicious/noExplicitAny: each method has its own options type; requests are checked by the method.
+export const methods: Record<string, ConnectionMethod<any>> = { local };
+
+/**
+ * Serves a CONNECT request: starts a child of this context (the `via`
+ * context of the caller) with the named method.
+ * @throws Error naming the method when it is unknown; BootstrapError as `bootstrap`.
+ */
+export function connectFromRequest(runtime: Runtime, request: ConnectRequest): Promise<ReadyInfo> {
+  const method = methods[request.method];
+  if (!method) {
+    return Promise.reject(
+      new Error(`unknown connection method '${request.method}' in context '${runtime.router.name}'`),
+    );
+  }
+  return bootstrap(runtime, method, request.options);
+}

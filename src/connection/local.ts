@@ -1,0 +1,33 @@
+import { spawn } from 'node:child_process';
+import type { CommonOptions } from './bootstrap.js';
+import type { ConnectionMethod, Transport } from './method.js';
+import { processHandle } from './process.js';
+
+/** Options of the `local` connection method. */
+export interface LocalOptions extends CommonOptions {
+  /** Environment of the child. Default: the starting context's environment. */
+  env?: Record<string, string | undefined>;
+  /** Working directory of the child. Default: the starting context's. */
+  cwd?: string;
+}
+
+/**
+ * `local`: a child process on the same machine as the context that starts
+ * it, running the same Node binary unless `nodePath` says otherwise.
+ */
+export const local: ConnectionMethod<LocalOptions> = {
+  name: 'local',
+  sameMachine: true,
+  defaultNode: () => [process.execPath],
+  start(argv, options): Transport {
+    const child = spawn(argv[0] as string, argv.slice(1), {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: options.env ?? process.env,
+      ...(options.cwd !== undefined && { cwd: options.cwd }),
+    });
+    const { stdin, stdout, stderr } = child;
+    // With stdio 'pipe' all three exist; the check satisfies the types.
+    if (!stdin || !stdout || !stderr) throw new Error('spawn returned no stdio pipes');
+    return { stdin, stdout, stderr, process: processHandle(child), where: 'local' };
+  },
+};

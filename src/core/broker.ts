@@ -1,0 +1,193 @@
+import { SHUTDOWN, STOP_CHILD } from './handles.js';
+import { logger } from './log.js';
+import { Message } from './message.js';
+import { hasParentAuthority } from './policy.js';
+import type { Router } from './router.js';
+import type { Stream } from './stream.js';
+
+const debug = logger('broker');
+
+/** Default wait for a graceful exit before SIGTERM, and again before SIGKILL, in ms. */
+export const DEFAULT_SHUTDOWN_GRACE = 2000;
+
+/** How a child process ended. */
+export interface ExitStatus {
+  /** Exit code, or null when it was killed by a signal. */
+  code: number | null;
+  /** Signal that killed it, or null. */
+  signal: string | null;
+  /** Set when the process could not be started at all. */
+  error?: Error;
+}
+
+/** `'exit code 1'`, `'signal SIGKILL'`, or the spawn error. */
+export function describeExit(status: ExitStatus): string {
+  if (status.error) return `could not be started: ${status.error.message}`;
+  return status.signal ? `killed by signal ${status.signal}` : `exit code ${status.code}`;
+}
+
+/**
+ * The process behind a child context, as the broker needs it. Connection
+ * methods adapt their process (a local child process, an SSH channel, ...)
+ * to this shape.
+ */
+export interface ChildProcessHandle {
+  /** Process ID, where the method knows it. */
+  readonly pid: number | undefined;
+  /** Sends a signal; a no-op once the process has exited. */
+  kill(signal: 'SIGTERM' | 'SIGKILL'): void;
+  /** Resolves once the process has exited and been reaped (never rejects). */
+  readonly exited: Promise<ExitStatus>;
+  /** Lets the process keep the event loop alive (while waiting on it). */
+  ref(): void;
+  /** Stops the process from keeping the event loop alive. */
+  unref(): void;
+}
+
+interface ManagedChild {
+  id: number;
+  name: string;
+  process: ChildProcessHandle;
+  stream: Stream;
+  stopping: Promise<void> | undefined;
+}
+
+/**
+ * A context's owner of IO: the child processes it started, their streams,
+ * and timers. It stops children in order — ask, then SIGTERM, then SIGKILL —
+ * and reaps them, so a shutdown leaves no process behind.
+ */
+export class Broker {
+  private readonly children = new Map<number, ManagedChild>();
+  private readonly timers = new Set<ReturnType<typeof setTimeout>>();
+  private closing: Promise<void> | undefined;
+
+  /** The router of this context; the broker serves STOP_CHILD on it. */
+  readonly router: Router;
+  /** Default grace period of stops, in ms. */
+  readonly grace: number;
+
+  /**
+   * @param router the router of this context.
+   * @param grace default grace period of stops, in ms. Default 2000.
+   */
+  constructor(router: Router, grace = DEFAULT_SHUTDOWN_GRACE) {
+    this.router = router;
+    this.grace = grace;
+    router.addHandler((message) => this.onStopChild(message), {
+      handle: STOP_CHILD,
+      policy: hasParentAuthority(router),
+    });
+  }
+
+  /** IDs of the children currently alive. */
+  get childIds(): number[] {
+    return [...this.children.keys()];
+  }
+
+  /** True once `shutdown()` has begun. */
+  get isShuttingDown(): boolean {
+    return this.closing !== undefined;
+  }
+
+  /**
+   * Takes ownership of a started child: its stream closes and it is
+   * forgotten when its process exits.
+   */
+  addChild(id: number, name: string, process: ChildProcessHandle, stream: Stream): void {
+    const child: ManagedChild = { id, name, process, stream, stopping: undefined };
+    this.children.set(id, child);
+    if (this.closing) void this.stopChild(id);
+    void process.exited.then(() => {
+      this.children.delete(id);
+      stream.close('process exited');
+    });
+  }
+
+  /**
+   * Stops a child: sends SHUTDOWN, waits `grace` ms, sends SIGTERM, waits
+   * `grace` ms again, sends SIGKILL; resolves once it has been reaped.
+   * Resolves at once for an unknown ID.
+   */
+  stopChild(id: number, grace = this.grace): Promise<void> {
+    const child = this.children.get(id);
+    if (!child) return Promise.resolve();
+    if (!child.stopping) child.stopping = this.stop(child, grace);
+    return child.stopping;
+  }
+
+  private async stop(child: ManagedChild, grace: number): Promise<void> {
+    const { process } = child;
+    // Waiting for the exit must keep the event loop alive, though an idle child does not.
+    process.ref();
+    // With its stream gone the child cannot be asked, only signalled.
+    if (!child.stream.closed) {
+      child.stream.send(
+        Message.encoded(
+          { dst: child.id, src: this.router.id, auth: this.router.id, handle: SHUTDOWN, replyTo: 0 },
+          null,
+        ),
+      );
+      if (await this.within(process.exited, grace)) return;
+    }
+    debug('%s: child %s did not exit within %d ms: SIGTERM', this.router.name, child.name, grace);
+    process.kill('SIGTERM');
+    if (await this.within(process.exited, grace)) return;
+    debug('%s: child %s ignored SIGTERM: SIGKILL', this.router.name, child.name);
+    process.kill('SIGKILL');
+    await process.exited;
+  }
+
+  /** Resolves true if `promise` settles within `ms`, false otherwise. */
+  private within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const timer = this.setTimeout(() => resolve(false), ms);
+      void promise.then(() => {
+        this.clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+
+  /** A timer the broker clears at shutdown. */
+  setTimeout(fn: () => void, ms: number): ReturnType<typeof setTimeout> {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      fn();
+    }, ms);
+    this.timers.add(timer);
+    return timer;
+  }
+
+  /** Clears a timer made with `setTimeout`. */
+  clearTimeout(timer: ReturnType<typeof setTimeout>): void {
+    clearTimeout(timer);
+    this.timers.delete(timer);
+  }
+
+  /**
+   * Stops every child in parallel (each as `stopChild`) and clears timers.
+   * Idempotent: later calls return the first call's promise.
+   */
+  shutdown(grace = this.grace): Promise<void> {
+    if (!this.closing) {
+      this.closing = Promise.all(this.childIds.map((id) => this.stopChild(id, grace))).then(() => {
+        for (const timer of this.timers) clearTimeout(timer);
+        this.timers.clear();
+      });
+    }
+    return this.closing;
+  }
+
+  private onStopChild(message: Message): void {
+    const [id, grace] = message.unpack() as [unknown, unknown];
+    if (typeof id !== 'number') return;
+    void this.stopChild(id, typeof grace === 'number' ? grace : this.grace).then(() => {
+      try {
+        this.router.reply(message, null);
+      } catch (error) {
+        debug('%s: could not acknowledge STOP_CHILD: %O', this.router.name, error);
+      }
+    });
+  }
+}

@@ -1,0 +1,162 @@
+import * as net from 'node:net';
+import * as os from 'node:os';
+import createDebug from 'debug';
+import { Broker } from './broker.js';
+import { createCodeCache } from './code-cache.js';
+import { Dispatcher } from './dispatcher.js';
+import { toRemoteErrorInfo } from './errors.js';
+import { BOOT, CONNECT, FORWARD_LOG, SHUTDOWN } from './handles.js';
+import { IdPool } from './ids.js';
+import { Importer } from './importer.js';
+// The core's own namespace, for tendril modules loaded later (`tendril:core`).
+import * as core from './index.js';
+import type { LogRecord } from './log.js';
+import { Message } from './message.js';
+import { hasParentAuthority } from './policy.js';
+import { Router } from './router.js';
+import type { BootConfig, ConnectionModule, ConnectRequest, ReadyInfo, Runtime } from './runtime.js';
+import { Stream } from './stream.js';
+
+/** File descriptor the first stage reads the stream from. */
+export const STREAM_IN_FD = 3;
+/** File descriptor the stream is written to. */
+export const STREAM_OUT_FD = 4;
+/** How long a child whose parent vanished spends stopping its own children, in ms. */
+const ORPHAN_GRACE = 300;
+/** Upper bound on an orphaned child's remaining life, in ms. */
+const ORPHAN_DEADLINE = 900;
+
+/**
+ * Entry point of the core in a child, called by the first stage once it has
+ * read the core. `input` is the stream from the parent (fd 3), positioned
+ * just after the core's bytes; `coreBundle` is the deflated core, kept to
+ * start children of this context without asking the parent for it.
+ */
+export function boot(input: net.Socket, coreBundle: Uint8Array, requireFn: (id: string) => unknown): void {
+  const output = new net.Socket({ fd: STREAM_OUT_FD, readable: false, writable: true });
+  const stream = new Stream({ name: 'parent', input, output, maxMessageSize: 1024 * 1024 });
+  stream.on('close', (reason) => {
+    // Before BOOT there is no router to notice.
+    if (!started) exitNow(`stream to parent closed before BOOT: ${reason}`);
+  });
+  let started = false;
+  stream.onMessage = (message) => {
+    if (started) return;
+    if (message.handle !== BOOT) {
+      exitNow(`expected BOOT as the first message, got ${message}`);
+      return;
+    }
+    started = true;
+    start(stream, message, coreBundle, requireFn);
+  };
+}
+
+function exitNow(why: string): void {
+  process.stderr.write(`tendril: ${why}\n`);
+  process.exit(1);
+}
+
+function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, requireFn: (id: string) => unknown): void {
+  const config = bootMessage.unpack() as BootConfig;
+  if (config.debug) createDebug.enable(config.debug);
+  try {
+    process.title = `tendril:${config.name}`;
+  } catch {
+    // Not permitted everywhere; purely cosmetic.
+  }
+  stream.setMaxMessageSize(config.maxMessageSize);
+  const router = new Router({
+    id: config.id,
+    name: config.name,
+    parentIds: config.parentIds,
+    maxMessageSize: config.maxMessageSize,
+  });
+  router.setParentStream(stream);
+  // Refusals in a child are reported on its stderr, which reaches the master as log records.
+  router.on('warning', (warning) => process.stderr.write(`tendril warning: ${warning.message}\n`));
+  const broker = new Broker(router);
+  const importer = new Importer(router, core, requireFn);
+  let cache: { data: Uint8Array | undefined } | undefined;
+  const runtime: Runtime = {
+    router,
+    broker,
+    ids: new IdPool(router, config.idBlock),
+    coreBundle,
+    codeCache: () => {
+      cache ??= { data: createCodeCache(coreBundle, requireFn) };
+      return cache.data;
+    },
+    firstStage: config.firstStage,
+    debugNamespaces: config.debug,
+    onChildLog: (record) => forwardLog(router, record),
+  };
+  new Dispatcher(router, requireFn, (error) => {
+    process.stderr.write(
+      `tendril: a function called with callNoReply failed: ${toRemoteErrorInfo(error).stack || error}\n`,
+    );
+  });
+
+  let stopping = false;
+  const shutdown = (grace: number | undefined, code: number) => {
+    if (stopping) return;
+    stopping = true;
+    void broker.shutdown(grace).then(() => process.exit(code));
+  };
+  router.addHandler(() => shutdown(undefined, 0), { handle: SHUTDOWN, policy: hasParentAuthority(router) });
+  router.on('parentClosed', () => {
+    // The parent is gone, so nobody can ask this context to do anything: leave promptly.
+    setTimeout(() => process.exit(1), ORPHAN_DEADLINE);
+    shutdown(ORPHAN_GRACE, 1);
+  });
+  router.addHandler((message) => onConnect(runtime, importer, message), {
+    handle: CONNECT,
+    policy: hasParentAuthority(router),
+  });
+
+  // A stray exception in user code must not take the context down with it.
+  process.on('uncaughtException', (error) => {
+    process.stderr.write(`tendril: uncaught exception in context '${config.name}': ${error?.stack ?? error}\n`);
+  });
+  process.on('unhandledRejection', (reason) => {
+    process.stderr.write(
+      `tendril: unhandled rejection in context '${config.name}': ${(reason as Error)?.stack ?? reason}\n`,
+    );
+  });
+
+  const info: ReadyInfo = {
+    id: config.id,
+    name: config.name,
+    pid: process.pid,
+    nodeVersion: process.version,
+    hostname: os.hostname(),
+    platform: process.platform,
+    arch: process.arch,
+  };
+  router.reply(bootMessage, info);
+}
+
+function onConnect(runtime: Runtime, importer: Importer, message: Message): void {
+  const request = message.unpack() as ConnectRequest;
+  importer
+    .load<ConnectionModule>('tendril:connection')
+    .then((connection) => connection.connectFromRequest(runtime, request))
+    .then(
+      (info) => runtime.router.reply(message, [0, info]),
+      (error) => runtime.router.reply(message, [1, toRemoteErrorInfo(error)]),
+    );
+}
+
+/** Sends a child's output line to the master, where it becomes a log event. */
+function forwardLog(router: Router, record: LogRecord): void {
+  try {
+    router.send(
+      Message.encoded({ dst: 0, src: router.id, auth: router.id, handle: FORWARD_LOG, replyTo: 0 }, [
+        record.contextId,
+        record.contextName,
+        record.text,
+      ]),
+    );
+  } catch {
+    // The master is unreachable; the line has nowhere to go.
+  }
+}

@@ -1,0 +1,161 @@
+import { encode, encodePrepared, prepareValue } from './codec.js';
+import type { CallPayload, ReplyPayload } from './dispatcher.js';
+import { CallError, ContextDisconnectedError, type RemoteErrorInfo } from './errors.js';
+import { functionSource } from './function-source.js';
+import { CALL_FUNCTION, STOP_CHILD } from './handles.js';
+import { Message } from './message.js';
+import type { Router } from './router.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: parameter types are inferred from the caller's function.
+type AnyFunction = (...args: any[]) => unknown;
+
+/** Per-call options for `Context.callWith`. */
+export interface CallOptions {
+  /** Reject with `TimeoutError` after this many milliseconds. Default: no limit. */
+  timeout?: number;
+  /**
+   * Reject with the signal's reason (an `AbortError` by default) when it
+   * aborts. The remote function is not interrupted; only the wait ends.
+   */
+  signal?: AbortSignal;
+}
+
+/** What a context reported about itself when it became ready. */
+export interface ContextInfo {
+  /** Process ID on its host. */
+  pid: number;
+  /** `process.version` of its interpreter, e.g. `'v18.20.8'`. */
+  nodeVersion: string;
+  /** Host name of the machine it runs on. */
+  hostname: string;
+  /** `process.platform`. */
+  platform: string;
+  /** `process.arch`. */
+  arch: string;
+}
+
+/** Options of `Context.shutdown`. */
+export interface ShutdownOptions {
+  /**
+   * Milliseconds to wait for a graceful exit before SIGTERM, and again
+   * before SIGKILL. Default 2000.
+   */
+  grace?: number;
+}
+
+/**
+ * A handle on a context (a Node interpreter in the tree): call functions in
+ * it, and shut it down. Obtained from `router.local()` and the other
+ * connection methods.
+ */
+export class Context {
+  /** The router this handle sends through (the master's, for contexts the program holds). */
+  readonly router: Router;
+  /** The context's ID; unique in the tree. */
+  readonly id: number;
+  /** The context's name, used in logs and errors. */
+  readonly name: string;
+  /** ID of the context that started this one. */
+  readonly parentId: number;
+  /** What the context reported when it became ready. */
+  readonly info: ContextInfo;
+
+  /**
+   * Made by the connection methods; a program does not normally construct one.
+   * @param router the router calls are sent through.
+   * @param id the context's ID.
+   * @param name its name.
+   * @param parentId the ID of the context that started it.
+   * @param info what it reported when it became ready.
+   */
+  constructor(router: Router, id: number, name: string, parentId: number, info: ContextInfo) {
+    this.router = router;
+    this.id = id;
+    this.name = name;
+    this.parentId = parentId;
+    this.info = info;
+  }
+
+  /**
+   * Runs `fn` in this context with `args` and resolves with its return value
+   * (awaited, if it returns a promise). `fn` travels as source text, so it
+   * must be self-contained: it may use its parameters, globals and
+   * `require()`, but not variables from the scope it was written in.
+   *
+   * @returns the function's result, decoded (see docs/protocol.md for the types that travel).
+   * @throws CallError when `fn` throws or rejects in the context.
+   * @throws ContextDisconnectedError / ChannelError when the context is or becomes unreachable.
+   * @throws UnsupportedValueError (a TypeError) when an argument cannot be sent; nothing is sent.
+   * @throws TypeError when `fn` is native, bound or a class.
+   * @throws MessageTooLargeError when the arguments exceed `maxMessageSize`.
+   */
+  call<F extends AnyFunction>(fn: F, ...args: Parameters<F>): Promise<Awaited<ReturnType<F>>> {
+    return this.callWith({}, fn, ...args);
+  }
+
+  /**
+   * `call` with per-call options: a timeout in milliseconds and an
+   * `AbortSignal`. Besides the errors of `call`, rejects with `TimeoutError`
+   * when the timeout passes and with the signal's reason when it aborts.
+   */
+  async callWith<F extends AnyFunction>(
+    options: CallOptions,
+    fn: F,
+    ...args: Parameters<F>
+  ): Promise<Awaited<ReturnType<F>>> {
+    const payload = encodeCall(fn, args);
+    const reply = await this.router.request(this.id, CALL_FUNCTION, payload, {
+      timeout: options.timeout,
+      signal: options.signal,
+      what: `call to ${fn.name || 'an anonymous function'}()`,
+    });
+    const [status, value] = reply.unpack(this.router) as ReplyPayload;
+    if (status === 0) return value as Awaited<ReturnType<F>>;
+    throw new CallError(value as RemoteErrorInfo, this.name, this.id);
+  }
+
+  /**
+   * Runs `fn` in this context without waiting for, or receiving, a result.
+   * An exception it throws is written to the context's output, which
+   * arrives as a log record.
+   * @throws UnsupportedValueError, TypeError, MessageTooLargeError as for `call`, synchronously.
+   */
+  callNoReply<F extends AnyFunction>(fn: F, ...args: Parameters<F>): void {
+    const payload = encodeCall(fn, args);
+    this.router.send(
+      new Message(
+        { dst: this.id, src: this.router.id, auth: this.router.id, handle: CALL_FUNCTION, replyTo: 0, flags: 0 },
+        payload,
+      ),
+    );
+  }
+
+  /**
+   * Shuts the context down: it stops its own children, then exits. After
+   * `options.grace` ms its parent sends SIGTERM, then SIGKILL, and reaps it.
+   * Resolves once it is gone; pending calls to it reject with
+   * `ContextDisconnectedError`. Shutting down a context that is already
+   * gone resolves at once.
+   */
+  async shutdown(options: ShutdownOptions = {}): Promise<void> {
+    try {
+      await this.router.request(this.parentId, STOP_CHILD, encode([this.id, options.grace ?? null]), {
+        what: 'shutdown',
+      });
+    } catch (error) {
+      // The parent itself went away: then so did this context.
+      if (!(error instanceof ContextDisconnectedError)) throw error;
+    }
+  }
+
+  /** `'Context(<id>, <name>)'`. */
+  toString(): string {
+    return `Context(${this.id}, ${this.name})`;
+  }
+}
+
+function encodeCall(fn: AnyFunction, args: unknown[]): Uint8Array {
+  const source = functionSource(fn);
+  const payload: CallPayload = [source, prepareValue(args, 'args') as unknown[]];
+  return encodePrepared(payload);
+}

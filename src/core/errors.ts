@@ -1,0 +1,257 @@
+/**
+ * Error classes thrown by tendril. Every error a caller can catch is one of
+ * these, so programs can branch on `instanceof` rather than on message text.
+ *
+ * Messages name the context (and host where one is known), say what happened
+ * and, where there is one, what to do about it.
+ */
+
+/** Base class of every error tendril throws on purpose. */
+export class TendrilError extends Error {
+  /** Stable machine-readable code, e.g. `'ERR_TENDRIL_CALL'`. */
+  readonly code: string;
+
+  /**
+   * @param message what happened, where, and what to do.
+   * @param code the stable `code`.
+   * @param options `cause`: the underlying error, if any.
+   */
+  constructor(message: string, code: string, options?: { cause?: unknown }) {
+    super(message);
+    // `cause` is assigned by hand: the two-argument Error constructor is
+    // missing on the oldest Node a child may run.
+    if (options && 'cause' in options) this.cause = options.cause;
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** Shape of an exception as it travels from the context that threw it. */
+export interface RemoteErrorInfo {
+  /** Class name of the remote exception, e.g. `'TypeError'`. */
+  name: string;
+  /** The remote exception's message. */
+  message: string;
+  /** The remote stack trace, as text; empty when the remote had none. */
+  stack: string;
+  /** The remote `error.code`, when it had a string code (e.g. `'ENOENT'`). */
+  code?: string;
+}
+
+/**
+ * A function called in another context threw (or its promise rejected).
+ * The remote exception's class name, message and stack are kept as fields;
+ * the local stack of this error shows where the call was made.
+ */
+export class CallError extends TendrilError {
+  /** Class name of the remote exception, e.g. `'TypeError'`. */
+  readonly remoteName: string;
+  /** Message of the remote exception. */
+  readonly remoteMessage: string;
+  /** Stack trace of the remote exception, as text. */
+  readonly remoteStack: string;
+  /** The remote exception's `code` property, when it was a string. */
+  readonly remoteCode: string | undefined;
+  /** Name of the context the exception was raised in. */
+  readonly contextName: string;
+  /** ID of the context the exception was raised in. */
+  readonly contextId: number;
+
+  /**
+   * @param info the remote exception as it travelled.
+   * @param contextName name of the context it was raised in.
+   * @param contextId ID of that context.
+   */
+  constructor(info: RemoteErrorInfo, contextName: string, contextId: number) {
+    super(`${info.name}: ${info.message} (raised in context '${contextName}', id ${contextId})`, 'ERR_TENDRIL_CALL');
+    this.remoteName = info.name;
+    this.remoteMessage = info.message;
+    this.remoteStack = info.stack;
+    this.remoteCode = info.code;
+    this.contextName = contextName;
+    this.contextId = contextId;
+  }
+}
+
+/** An operation did not finish within the time it was given. */
+export class TimeoutError extends TendrilError {
+  /** The limit that passed, in milliseconds. */
+  readonly timeoutMs: number;
+  /** Name of the context the operation was waiting on. */
+  readonly contextName: string;
+
+  /**
+   * @param what the operation, e.g. `'call to deploy()'`.
+   * @param contextName the context it waited on.
+   * @param timeoutMs the limit that passed, in ms.
+   */
+  constructor(what: string, contextName: string, timeoutMs: number) {
+    super(
+      `${what} in context '${contextName}' timed out after ${timeoutMs} ms; raise the timeout if the work is expected to take longer`,
+      'ERR_TENDRIL_TIMEOUT',
+    );
+    this.timeoutMs = timeoutMs;
+    this.contextName = contextName;
+  }
+}
+
+/**
+ * A message could not reach its destination, or the context a reply was
+ * awaited from went away (it was shut down, killed, or an intermediate
+ * context on the path to it died). Pending calls to that context reject with
+ * this error instead of hanging.
+ */
+export class ChannelError extends TendrilError {
+  /** Name of the context that could not be reached, when known. */
+  readonly contextName: string;
+  /** ID of the context that could not be reached. */
+  readonly contextId: number;
+  /** Why delivery failed, e.g. `'no route to context 7'`. */
+  readonly reason: string;
+
+  /**
+   * @param contextName the unreachable context's name.
+   * @param contextId its ID.
+   * @param reason why delivery failed.
+   * @param code the stable `code`; subclasses pass their own.
+   */
+  constructor(contextName: string, contextId: number, reason: string, code = 'ERR_TENDRIL_CHANNEL') {
+    super(`context '${contextName}' (id ${contextId}) is unreachable: ${reason}`, code);
+    this.contextName = contextName;
+    this.contextId = contextId;
+    this.reason = reason;
+  }
+}
+
+/** The context was disconnected: its stream closed or it was shut down. */
+export class ContextDisconnectedError extends ChannelError {
+  /**
+   * @param contextName the context that went away.
+   * @param contextId its ID.
+   * @param reason why, e.g. `'end of stream (stream to web1)'`.
+   */
+  constructor(contextName: string, contextId: number, reason: string) {
+    super(contextName, contextId, reason, 'ERR_TENDRIL_DISCONNECTED');
+  }
+}
+
+/** Starting a child context failed before it reported itself ready. */
+export class BootstrapError extends TendrilError {
+  /** Name the new context would have had. */
+  readonly contextName: string;
+  /** The last lines the child process wrote to its diagnostic output. */
+  readonly lastOutput: string;
+
+  /**
+   * @param contextName the name the context would have had.
+   * @param what what went wrong.
+   * @param lastOutput the last lines the child wrote, quoted in the message.
+   * @param code the stable `code`; subclasses pass their own.
+   */
+  constructor(contextName: string, what: string, lastOutput: string, code = 'ERR_TENDRIL_BOOTSTRAP') {
+    const quoted = lastOutput.trim() ? `; its last output was:\n${indent(lastOutput.trim())}` : '; it wrote no output';
+    super(`could not start context '${contextName}': ${what}${quoted}`, code);
+    this.contextName = contextName;
+    this.lastOutput = lastOutput;
+  }
+}
+
+/** The child did not become ready within `connectTimeout`; it was killed and reaped. */
+export class ConnectTimeoutError extends BootstrapError {
+  /** The limit that passed, in milliseconds. */
+  readonly timeoutMs: number;
+
+  /**
+   * @param contextName the name the context would have had.
+   * @param timeoutMs the `connectTimeout` that passed, in ms.
+   * @param lastOutput the last lines the child wrote.
+   */
+  constructor(contextName: string, timeoutMs: number, lastOutput: string) {
+    super(
+      contextName,
+      `not ready after ${timeoutMs} ms (connectTimeout), so it was killed`,
+      lastOutput,
+      'ERR_TENDRIL_CONNECT_TIMEOUT',
+    );
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** A message is larger than the router's `maxMessageSize`; nothing was sent. */
+export class MessageTooLargeError extends TendrilError {
+  /** Size of the refused payload, in bytes. */
+  readonly size: number;
+  /** The configured limit, in bytes. */
+  readonly maxMessageSize: number;
+
+  /** @param what the message, e.g. `"a message to CALL_FUNCTION in context 'web1' (id 3)"`. */
+  constructor(size: number, maxMessageSize: number, what: string) {
+    super(
+      `${what} is ${size} bytes, over maxMessageSize (${maxMessageSize} bytes); send less per call or raise maxMessageSize on the master's Router`,
+      'ERR_TENDRIL_MESSAGE_TOO_LARGE',
+    );
+    this.size = size;
+    this.maxMessageSize = maxMessageSize;
+  }
+}
+
+/** A stream carried bytes that are not valid tendril frames; it was closed. */
+export class StreamError extends TendrilError {
+  /** @param message what was wrong with the bytes. */
+  constructor(message: string) {
+    super(message, 'ERR_TENDRIL_STREAM');
+  }
+}
+
+/**
+ * A value cannot be sent: it is of a type the codec does not carry (a
+ * function, a symbol, a class instance, a cyclic structure). Raised at the
+ * sender, before anything is sent. See `docs/protocol.md` for the types that
+ * are supported.
+ */
+export class UnsupportedValueError extends TypeError {
+  /** Stable machine-readable code. */
+  readonly code = 'ERR_TENDRIL_UNSUPPORTED_VALUE';
+  /** Where in the value the problem is, e.g. `'args[1].handler'`. */
+  readonly path: string;
+
+  /**
+   * @param path where in the value, e.g. `'args[1].handler'`.
+   * @param what the offending value, described.
+   */
+  constructor(path: string, what: string) {
+    super(
+      `cannot send ${what} at ${path}: only null, undefined, booleans, numbers, bigints, strings, Buffers and typed arrays, arrays, plain objects, Maps, Sets, Dates, RegExps and Errors can be sent`,
+    );
+    this.name = 'UnsupportedValueError';
+    this.path = path;
+  }
+}
+
+function indent(text: string): string {
+  return text
+    .split('\n')
+    .map((line) => `  ${line}`)
+    .join('\n');
+}
+
+/** Converts anything thrown into the shape sent back to a caller. */
+export function toRemoteErrorInfo(error: unknown): RemoteErrorInfo {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    const info: RemoteErrorInfo = {
+      name: error.name || error.constructor?.name || 'Error',
+      message: String(error.message),
+      stack: typeof error.stack === 'string' ? error.stack : '',
+    };
+    if (typeof code === 'string') info.code = code;
+    return info;
+  }
+  let message: string;
+  try {
+    message = String(error);
+  } catch {
+    message = Object.prototype.toString.call(error);
+  }
+  return { name: 'NonErrorThrown', message: `a non-Error value was thrown: ${message}`, stack: '' };
+}

@@ -1,0 +1,91 @@
+import * as vm from 'node:vm';
+
+/**
+ * Shipping functions by source. The caller's function is turned into an
+ * expression once (cached per function object); the receiving context
+ * compiles each distinct source once (cached per source text).
+ */
+
+const sources = new WeakMap<(...args: never[]) => unknown, string>();
+const byText = new Map<string, string>();
+const MAX_CACHED = 1000;
+
+// biome-ignore lint/complexity/noBannedTypes: any callable is accepted and checked at run time.
+type AnyFunction = Function;
+
+/**
+ * Returns `fn`'s source as a standalone function expression.
+ * @throws TypeError when `fn` is not a function, is native or bound (its
+ *   source is not available), is a class, or does not compile on its own.
+ */
+export function functionSource(fn: AnyFunction): string {
+  if (typeof fn !== 'function') throw new TypeError(`expected a function to call, got ${typeof fn}`);
+  const cached = sources.get(fn as (...args: never[]) => unknown);
+  if (cached !== undefined) return cached;
+  const text = Function.prototype.toString.call(fn);
+  // A function literal written inside a loop is a new object each time but the same text.
+  let source = byText.get(text);
+  if (source === undefined) {
+    source = checkedExpression(text, fn.name);
+    if (byText.size >= MAX_CACHED) byText.delete(byText.keys().next().value as string);
+    byText.set(text, source);
+  }
+  sources.set(fn as (...args: never[]) => unknown, source);
+  return source;
+}
+
+function checkedExpression(text: string, fnName: string): string {
+  const label = fnName ? `function '${fnName}'` : 'an anonymous function';
+  if (/\{\s*\[native code\]\s*\}\s*$/.test(text)) {
+    throw new TypeError(
+      `cannot ship ${label}: it is native or bound, so its source is not available; pass a plain function`,
+    );
+  }
+  if (/^class\b/.test(text)) throw new TypeError(`cannot ship ${label}: it is a class; pass a function`);
+  const source = asExpression(text);
+  if (source === undefined) {
+    throw new TypeError(`cannot ship ${label}: its source does not compile as a standalone function expression`);
+  }
+  return source;
+}
+
+/** Turns function text (including method shorthand) into an expression, or undefined. */
+function asExpression(text: string): string | undefined {
+  const candidates = [text];
+  // Method shorthand (`name() {}`, `async name() {}`, `*gen() {}`) is not an expression on its own.
+  const method = /^(async\s+)?(\*?)\s*/.exec(text);
+  if (method) {
+    const rest = text.slice(method[0].length);
+    candidates.push(`${method[1] ?? ''}function${method[2] ? '*' : ''} ${rest}`);
+  }
+  for (const candidate of candidates) {
+    try {
+      new vm.Script(`(${candidate}\n)`);
+      return candidate;
+    } catch {
+      // Try the next form.
+    }
+  }
+  return undefined;
+}
+
+/** Compiled functions by source text, in the receiving context. */
+const compiled = new Map<string, AnyFunction>();
+
+/**
+ * Compiles shipped source into a function whose free `require` is
+ * `requireFn`. Compilation errors carry a filename naming the function.
+ * @throws SyntaxError when the source does not compile.
+ */
+export function compileFunction(source: string, requireFn: (id: string) => unknown): AnyFunction {
+  const hit = compiled.get(source);
+  if (hit) return hit;
+  const name = /^(?:async\s+)?function\s*\*?\s*([\w$]+)/.exec(source)?.[1] ?? 'anonymous';
+  const wrapper = vm.runInThisContext(`(function (require) { return (${source}\n); })`, {
+    filename: `tendril-call:${name}`,
+  }) as (req: typeof requireFn) => AnyFunction;
+  const fn = wrapper(requireFn);
+  if (compiled.size >= MAX_CACHED) compiled.delete(compiled.keys().next().value as string);
+  compiled.set(source, fn);
+  return fn;
+}

@@ -1,0 +1,43 @@
+/**
+ * Standard handles: small fixed numbers every context listens on, like
+ * well-known ports. Dynamic handles (reply receivers, user channels) are
+ * allocated from `FIRST_DYNAMIC_HANDLE` upwards.
+ */
+
+/** Run a shipped function and reply with its result. Parent authority only. */
+export const CALL_FUNCTION = 1;
+/** Shut this context down gracefully. Parent authority only. */
+export const SHUTDOWN = 2;
+/** A descendant became reachable through the stream this arrived on. */
+export const ADD_ROUTE = 3;
+/** A descendant is no longer reachable. */
+export const DEL_ROUTE = 4;
+/** (Master) allocate a block of context IDs to the requester. */
+export const ALLOCATE_ID = 5;
+/** (Master) log records from a descendant's children. */
+export const FORWARD_LOG = 6;
+/** (Parent) send the source of a module this context lacks. */
+export const GET_MODULE = 7;
+/** First message to a new child: its configuration. The reply says it is ready. */
+export const BOOT = 8;
+/** Start a child context from this one (the `via` option). Parent authority only. */
+export const CONNECT = 9;
+/** Stop a child of this context: graceful, then SIGTERM, then SIGKILL. Parent authority only. */
+export const STOP_CHILD = 10;
+
+/** Lowest handle number handed out for receivers. */
+export const FIRST_DYNAMIC_HANDLE = 1000;
+
+/** Human-readable names for logs. */
+export const HANDLE_NAMES: Readonly<Record<number, string>> = {
+  [CALL_FUNCTION]: 'CALL_FUNCTION',
+  [SHUTDOWN]: 'SHUTDOWN',
+  [ADD_ROUTE]: 'ADD_ROUTE',
+  [DEL_ROUTE]: 'DEL_ROUTE',
+  [ALLOCATE_ID]: 'ALLOCATE_ID',
+  [FORWARD_LOG]: 'FORWARD_LOG',
+  [GET_MODULE]: 'GET_MODULE',
+  [BOOT]: 'BOOT',
+  [CONNECT]: 'CONNECT',
+  [STOP_CHILD]: 'STOP_CHILD',
+};

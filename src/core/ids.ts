@@ -1,0 +1,97 @@
+import { encode } from './codec.js';
+import { ALLOCATE_ID } from './handles.js';
+import type { Router } from './router.js';
+
+/** A half-open range of context IDs, `[start, end)`. */
+export type IdBlock = [start: number, end: number];
+
+/** IDs for a new child: its own ID and a block it numbers its own children from. */
+export interface ChildIds {
+  /** The child's own ID. */
+  id: number;
+  /** Block handed to the child, or null if none could be spared (it will ask the master). */
+  block: IdBlock | null;
+}
+
+/** Anything that can number new children of this context. */
+export interface IdSource {
+  /** IDs for the next child; may ask the master for more. */
+  allocateChild(): Promise<ChildIds>;
+}
+
+/** Size of the block a context asks the master for when its own runs low. */
+export const ID_BLOCK_SIZE = 1000;
+
+/**
+ * Context IDs a non-master context may hand out. It starts with the block
+ * its parent gave it at boot, so it can number children (and give them
+ * blocks in turn) without a round trip; only when the pool runs dry does it
+ * ask the master for another block.
+ */
+export class IdPool implements IdSource {
+  private readonly blocks: IdBlock[] = [];
+  private refilling: Promise<void> | undefined;
+
+  /**
+   * @param router this context's router, used to ask the master for more IDs.
+   * @param initial the block given at BOOT, or null.
+   */
+  constructor(
+    private readonly router: Router,
+    initial: IdBlock | null,
+  ) {
+    if (initial && initial[1] > initial[0]) this.blocks.push([initial[0], initial[1]]);
+  }
+
+  /** IDs left in the pool. */
+  get size(): number {
+    let n = 0;
+    for (const [start, end] of this.blocks) n += end - start;
+    return n;
+  }
+
+  /** An ID for a new child and a share of the pool for it; refills from the master when low. */
+  async allocateChild(): Promise<ChildIds> {
+    if (this.size < 2) await this.refill();
+    const id = this.take();
+    // Give a quarter of what is left, so a chain of contexts can nest several levels deep without asking.
+    const share = Math.floor(this.size / 4);
+    return { id, block: share >= 2 ? this.takeBlock(share) : null };
+  }
+
+  private take(): number {
+    const block = this.blocks[0];
+    if (!block) throw new Error('context ID pool is empty');
+    const id = block[0]++;
+    if (block[0] >= block[1]) this.blocks.shift();
+    return id;
+  }
+
+  private takeBlock(count: number): IdBlock {
+    // Carve from the end of the last block so the front stays for this context's own children.
+    const block = this.blocks[this.blocks.length - 1] as IdBlock;
+    const n = Math.min(count, block[1] - block[0]);
+    const out: IdBlock = [block[1] - n, block[1]];
+    block[1] -= n;
+    if (block[0] >= block[1]) this.blocks.pop();
+    return out;
+  }
+
+  private refill(): Promise<void> {
+    if (!this.refilling) {
+      this.refilling = this.router
+        .request(0, ALLOCATE_ID, encode(ID_BLOCK_SIZE), { what: 'context ID allocation' })
+        .then((reply) => {
+          const block = reply.unpack();
+          if (!Array.isArray(block) || typeof block[0] !== 'number' || typeof block[1] !== 'number') {
+            throw new Error('malformed ALLOCATE_ID reply');
+          }
+          this.blocks.push([block[0], block[1]]);
+        })
+        .finally(() => {
+          this.refilling = undefined;
+        });
+    }
+    return this.refilling;
+  }
+}

@@ -1,0 +1,26 @@
+/**
+ * Everything in the core, as one namespace. This is the entry point of the
+ * bundle shipped to children, and what tendril modules loaded in a child
+ * receive for `tendril:core`, so export names must be unique across files.
+ */
+export * from './broker.js';
+export * from './child.js';
+export * from './code-cache.js';
+export * from './codec.js';
+export * from './context.js';
+export * from './dispatcher.js';
+export * from './errors.js';
+export * from './framing.js';
+export * from './function-source.js';
+export * from './handles.js';
+export * from './ids.js';
+export * from './importer.js';
+export * from './log.js';
+export * from './message.js';
+export * from './policy.js';
+export * from './receiver.js';
+export * from './router.js';
+export * from './runtime.js';
+export * from './select.js';
+export * from './sender.js';
+export * from './stream.js';

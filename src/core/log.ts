@@ -1,0 +1,76 @@
+import createDebug from 'debug';
+
+/**
+ * Diagnostics use the `debug` package under `tendril:*` namespaces
+ * (`DEBUG=tendril:* node app.js`). Output of remote code arrives as
+ * `LogRecord`s and is shown under `tendril:<context name>`.
+ */
+export function logger(namespace: string): createDebug.Debugger {
+  return createDebug(`tendril:${namespace}`);
+}
+
+/** One line of output written by a context (its stdout and stderr, and those of processes it spawned). */
+export interface LogRecord {
+  /** ID of the context that wrote it. */
+  contextId: number;
+  /** Name of the context that wrote it. */
+  contextName: string;
+  /** The line, without its trailing newline. Very long lines arrive in pieces of at most 64 KiB. */
+  text: string;
+}
+
+/** Longest line kept before it is emitted in pieces, in bytes. */
+export const MAX_LINE_BYTES = 64 * 1024;
+
+/**
+ * Splits a byte stream into lines. Bytes are kept until a newline arrives
+ * or `MAX_LINE_BYTES` accumulate, so memory per stream stays bounded even
+ * when a process writes megabytes without a newline.
+ */
+export class LineSplitter {
+  private parts: Buffer[] = [];
+  private size = 0;
+
+  /** @param onLine called with each line, without its newline. */
+  constructor(private readonly onLine: (line: string) => void) {}
+
+  /** Feeds bytes; calls `onLine` for every complete line. */
+  push(chunk: Buffer): void {
+    let start = 0;
+    for (;;) {
+      const newline = chunk.indexOf(0x0a, start);
+      const stop = newline === -1 ? chunk.length : newline;
+      // Emit whole slices of the size limit if the pending line grows past it.
+      while (this.size + (stop - start) > MAX_LINE_BYTES) {
+        const take = MAX_LINE_BYTES - this.size;
+        this.parts.push(chunk.subarray(start, start + take));
+        this.size += take;
+        this.emit();
+        start += take;
+      }
+      if (newline === -1) {
+        if (start < chunk.length) {
+          this.parts.push(chunk.subarray(start));
+          this.size += chunk.length - start;
+        }
+        return;
+      }
+      this.parts.push(chunk.subarray(start, newline));
+      this.size += newline - start;
+      this.emit();
+      start = newline + 1;
+    }
+  }
+
+  /** Emits what is left as a final line, if anything. */
+  flush(): void {
+    if (this.size > 0) this.emit();
+  }
+
+  private emit(): void {
+    const line = Buffer.concat(this.parts, this.size).toString('utf8');
+    this.parts = [];
+    this.size = 0;
+    this.onLine(line.endsWith('\r') ? line.slice(0, -1) : line);
+  }
+}

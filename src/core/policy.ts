@@ -1,0 +1,16 @@
+import type { Message } from './message.js';
+import type { Policy, Router } from './router.js';
+
+/**
+ * Admits messages acting under the authority of this context's parent or
+ * any ancestor (or this context itself). A child can therefore never make
+ * its parent run code.
+ */
+export function hasParentAuthority(router: Router): Policy {
+  return (message: Message) => message.auth === router.id || router.parentIds.includes(message.auth);
+}
+
+/** Admits only messages that originate in this context. */
+export function fromSelf(router: Router): Policy {
+  return (message: Message) => message.auth === router.id;
+}

@@ -1,0 +1,535 @@
+import { EventEmitter } from 'eventemitter3';
+import { decode, encode } from './codec.js';
+import {
+  ChannelError,
+  ContextDisconnectedError,
+  MessageTooLargeError,
+  type TendrilError,
+  TimeoutError,
+} from './errors.js';
+import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
+import { ADD_ROUTE, DEL_ROUTE, FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './handles.js';
+import { type LogRecord, logger } from './log.js';
+import { FLAG_DEAD, MAX_ID, Message } from './message.js';
+import type { Stream } from './stream.js';
+
+const debug = logger('router');
+
+/**
+ * Decides whether a message may reach a handle. `stream` is the stream it
+ * arrived on, or undefined when it was sent from this context.
+ */
+export type Policy = (message: Message, stream: Stream | undefined) => boolean;
+
+/** Options of `Router.addHandler`. */
+export interface HandlerOptions {
+  /** Use this handle number instead of allocating one (standard handles). */
+  handle?: number;
+  /** Admission check; a refused message gets a dead reply. Default: admit all. */
+  policy?: Policy;
+  /** Keep the handler after its first message. Default true. */
+  persist?: boolean;
+  /**
+   * The context a reply is awaited from. When it disconnects, `onClose` is
+   * called with a `ContextDisconnectedError` and the handler is removed.
+   */
+  contextId?: number;
+  /** Called once if the handler is closed without a message (disconnect, shutdown). */
+  onClose?: (error: TendrilError) => void;
+}
+
+interface HandlerEntry {
+  fn: (message: Message, stream: Stream | undefined) => void;
+  policy: Policy | undefined;
+  persist: boolean;
+  contextId: number | undefined;
+  onClose: ((error: TendrilError) => void) | undefined;
+}
+
+/** Options of `Router.request`. */
+export interface RequestOptions {
+  /** Reject with `TimeoutError` after this many milliseconds. Default: no limit. */
+  timeout?: number | undefined;
+  /** Reject with the signal's reason when it aborts. */
+  signal?: AbortSignal | undefined;
+  /** What is being done, for error messages, e.g. `'call to deploy()'`. */
+  what?: string | undefined;
+}
+
+/** Events a router emits. */
+export interface RouterEvents {
+  /** A descendant became reachable. */
+  route: [contextId: number, name: string];
+  /** A context (a descendant) became unreachable. */
+  disconnect: [contextId: number, reason: string];
+  /** The stream to this context's parent closed. */
+  parentClosed: [reason: string];
+  /** (Master) a line of output from a context. */
+  log: [record: LogRecord];
+  /** Something was refused or dropped: a forged ID, a policy refusal, a bad route, a failing handler. */
+  warning: [warning: RouterWarning];
+}
+
+/** A refused or dropped message, reported through the router's `warning` event. */
+export interface RouterWarning {
+  /** Kind of problem: `'forged-id'`, `'policy'`, `'bad-route'` or `'handler'`. */
+  code: 'forged-id' | 'policy' | 'bad-route' | 'handler';
+  /** What happened, naming the contexts involved. */
+  message: string;
+}
+
+/** Identity of the context a router runs in. */
+export interface RouterIdentity {
+  /** This context's ID; the master is 0. */
+  id: number;
+  /** This context's name. */
+  name: string;
+  /** Ancestors, nearest first: `[parent, grandparent, ..., 0]`. Empty in the master. */
+  parentIds: number[];
+  /** Largest payload accepted or sent, in bytes. Default 128 MiB. */
+  maxMessageSize?: number;
+}
+
+/**
+ * A context's message switch. Messages addressed to this context go to the
+ * handler registered on their handle; others are forwarded toward their
+ * destination: down the stream a descendant was announced on, otherwise up
+ * to the parent.
+ *
+ * Trust follows the tree: a message is accepted from a stream only if its
+ * src and auth IDs are routed through that stream (descendants through the
+ * stream they were announced on, everything else through the parent), so a
+ * context cannot speak for an ID it does not own.
+ */
+export class Router extends EventEmitter<RouterEvents> {
+  /** This context's ID; the master is 0. */
+  readonly id: number;
+  /** This context's name. */
+  readonly name: string;
+  /** Ancestors, nearest first. */
+  readonly parentIds: readonly number[];
+  /** Largest payload accepted or sent, in bytes. */
+  readonly maxMessageSize: number;
+  /** The stream to the parent; undefined in the master. */
+  parentStream: Stream | undefined;
+  private readonly handlers = new Map<number, HandlerEntry>();
+  private readonly handlesByContext = new Map<number, Set<number>>();
+  /** Descendant context ID -> stream it is reached through. */
+  private readonly routes = new Map<number, Stream>();
+  private readonly names = new Map<number, string>();
+  private readonly streams = new Set<Stream>();
+  private nextHandle = FIRST_DYNAMIC_HANDLE;
+  private inflight = 0;
+
+  /** @param identity this context's ID, name, ancestors and message size limit. */
+  constructor(identity: RouterIdentity) {
+    super();
+    this.id = identity.id;
+    this.name = identity.name;
+    this.parentIds = identity.parentIds;
+    this.maxMessageSize = identity.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
+    this.names.set(this.id, this.name);
+    this.addHandler((message, stream) => this.onAddRoute(message, stream), {
+      handle: ADD_ROUTE,
+      policy: (_message, stream) => stream !== undefined && stream !== this.parentStream,
+    });
+    this.addHandler((message, stream) => this.onDelRoute(message, stream), {
+      handle: DEL_ROUTE,
+      policy: (_message, stream) => stream !== undefined && stream !== this.parentStream,
+    });
+  }
+
+  /** ID of the parent context, or -1 in the master. */
+  get parentId(): number {
+    return this.parentIds[0] ?? -1;
+  }
+
+  /** Name recorded for a context ID, or `'context <id>'`. */
+  nameOf(contextId: number): string {
+    return this.names.get(contextId) ?? `context ${contextId}`;
+  }
+
+  /** Records a context's name for messages and errors. */
+  setName(contextId: number, name: string): void {
+    this.names.set(contextId, name);
+  }
+
+  /** The stream a descendant is reached through, if it is known. */
+  routeOf(contextId: number): Stream | undefined {
+    return this.routes.get(contextId);
+  }
+
+  /** True when `contextId` is a known, reachable descendant. */
+  hasRoute(contextId: number): boolean {
+    const stream = this.routes.get(contextId);
+    return stream !== undefined && !stream.closed;
+  }
+
+  /**
+   * Registers a handler and returns its handle number.
+   * @throws Error when `options.handle` is already registered.
+   */
+  addHandler(fn: (message: Message, stream: Stream | undefined) => void, options: HandlerOptions = {}): number {
+    let handle = options.handle;
+    if (handle === undefined) handle = this.allocateHandle();
+    else if (this.handlers.has(handle)) throw new Error(`handle ${handle} is already registered in ${this.name}`);
+    this.handlers.set(handle, {
+      fn,
+      policy: options.policy,
+      persist: options.persist ?? true,
+      contextId: options.contextId,
+      onClose: options.onClose,
+    });
+    if (options.contextId !== undefined) {
+      let set = this.handlesByContext.get(options.contextId);
+      if (!set) {
+        set = new Set();
+        this.handlesByContext.set(options.contextId, set);
+      }
+      set.add(handle);
+    }
+    return handle;
+  }
+
+  /** Removes a handler without calling its `onClose`. */
+  removeHandler(handle: number): void {
+    const entry = this.handlers.get(handle);
+    if (!entry) return;
+    this.handlers.delete(handle);
+    if (entry.contextId !== undefined) this.handlesByContext.get(entry.contextId)?.delete(handle);
+  }
+
+  private allocateHandle(): number {
+    for (;;) {
+      const handle = this.nextHandle;
+      this.nextHandle = handle >= MAX_ID ? FIRST_DYNAMIC_HANDLE : handle + 1;
+      if (!this.handlers.has(handle)) return handle;
+    }
+  }
+
+  /**
+   * Sends a message originating in this context.
+   * @throws MessageTooLargeError when the payload exceeds `maxMessageSize`.
+   */
+  send(message: Message): void {
+    if (message.data.length > this.maxMessageSize) {
+      throw new MessageTooLargeError(
+        message.data.length,
+        this.maxMessageSize,
+        `a message to ${this.describeDestination(message)}`,
+      );
+    }
+    this.route(message, undefined);
+  }
+
+  /**
+   * Sends `value` to `handle` in context `dst` and resolves with the reply.
+   * Rejects with `ChannelError` if the message cannot be delivered or the
+   * destination disconnects, `TimeoutError` after `options.timeout` ms, the
+   * signal's reason on abort, and `MessageTooLargeError` or
+   * `UnsupportedValueError` (synchronously thrown into the promise) when the
+   * value cannot be sent.
+   */
+  request(dst: number, handle: number, payload: Uint8Array, options: RequestOptions = {}): Promise<Message> {
+    return new Promise<Message>((resolve, reject) => {
+      const { signal, timeout } = options;
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      let replyTo = 0;
+      const settle = () => {
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        this.release();
+      };
+      const onAbort = () => {
+        this.removeHandler(replyTo);
+        settle();
+        reject(signal?.reason);
+      };
+      replyTo = this.addHandler(
+        (reply) => {
+          settle();
+          if (reply.isDead) reject(new ChannelError(this.nameOf(dst), dst, deadReason(reply)));
+          else resolve(reply);
+        },
+        {
+          persist: false,
+          contextId: dst,
+          // Replies come from the destination; dead replies may come from any router on the way.
+          policy: (reply) => reply.src === dst || reply.isDead,
+          onClose: (error) => {
+            settle();
+            reject(error);
+          },
+        },
+      );
+      this.hold();
+      if (timeout !== undefined && timeout >= 0) {
+        timer = setTimeout(() => {
+          this.removeHandler(replyTo);
+          settle();
+          reject(new TimeoutError(options.what ?? 'request', this.nameOf(dst), timeout));
+        }, timeout);
+      }
+      signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        this.send(new Message({ dst, src: this.id, auth: this.id, handle, replyTo, flags: 0 }, payload));
+      } catch (error) {
+        this.removeHandler(replyTo);
+        settle();
+        reject(error);
+      }
+    });
+  }
+
+  /** Replies to `message` with `value` on its reply-to handle. Does nothing if it expects no reply. */
+  reply(message: Message, value: unknown): void {
+    if (message.replyTo === 0) return;
+    this.send(
+      Message.encoded({ dst: message.src, src: this.id, auth: this.id, handle: message.replyTo, replyTo: 0 }, value),
+    );
+  }
+
+  /**
+   * Routes a message: delivers it here or forwards it. `inStream` is the
+   * stream it arrived on, undefined when it originates in this context.
+   */
+  route(message: Message, inStream: Stream | undefined): void {
+    if (inStream && !this.admits(message, inStream)) return;
+    if (message.dst === this.id) {
+      this.deliver(message, inStream);
+      return;
+    }
+    const out = this.routes.get(message.dst) ?? this.parentStream;
+    if (!out || out.closed) {
+      this.deadReply(message, `no route to context ${message.dst} from ${this.name}`);
+      return;
+    }
+    if (out === inStream) {
+      this.deadReply(
+        message,
+        `routing loop: context ${message.dst} is reached through the stream the message came from`,
+      );
+      return;
+    }
+    if (inStream && message.data.length > this.maxMessageSize) {
+      this.deadReply(message, `message too large to forward (${message.data.length} bytes)`);
+      return;
+    }
+    out.send(message);
+  }
+
+  /** The stream a message claiming `id` must arrive on. */
+  private expectedStream(id: number): Stream | undefined {
+    return this.routes.get(id) ?? this.parentStream;
+  }
+
+  private admits(message: Message, inStream: Stream): boolean {
+    if (this.expectedStream(message.auth) !== inStream) {
+      this.forged(message, inStream, 'auth', message.auth);
+      return false;
+    }
+    if (message.src !== message.auth && this.expectedStream(message.src) !== inStream) {
+      this.forged(message, inStream, 'src', message.src);
+      return false;
+    }
+    return true;
+  }
+
+  private forged(message: Message, inStream: Stream, field: 'auth' | 'src', id: number): void {
+    this.warn(
+      'forged-id',
+      `${this.name}: dropped a message claiming ${field} ID ${id} from stream ${inStream.name} (dst ${message.dst}, handle ${message.handle}): that ID is not routed through this stream`,
+    );
+  }
+
+  /** Reports a refused or dropped message: to `debug` and to `warning` listeners. */
+  protected warn(code: RouterWarning['code'], message: string): void {
+    debug('warning: %s', message);
+    this.emit('warning', { code, message });
+  }
+
+  private deliver(message: Message, inStream: Stream | undefined): void {
+    const entry = this.handlers.get(message.handle);
+    if (!entry) {
+      if (message.isDead) return;
+      this.deadReply(message, `no handle ${message.handle} in context '${this.name}' (id ${this.id})`);
+      return;
+    }
+    if (entry.policy && !entry.policy(message, inStream)) {
+      const name = HANDLE_NAMES[message.handle] ?? `handle ${message.handle}`;
+      this.warn(
+        'policy',
+        `${this.name}: refused a message from context ${message.src} (auth ${message.auth}) to ${name}: not allowed by its policy`,
+      );
+      this.deadReply(message, `refused by policy of ${name} in context '${this.name}'`);
+      return;
+    }
+    if (!entry.persist) this.removeHandler(message.handle);
+    try {
+      entry.fn(message, inStream);
+    } catch (error) {
+      this.warn('handler', `${this.name}: handler for ${message} threw: ${(error as Error)?.stack ?? error}`);
+    }
+  }
+
+  /** Tells the sender of an undeliverable message why, so its pending request rejects instead of hanging. */
+  private deadReply(message: Message, reason: string): void {
+    debug('%s: cannot deliver %s: %s', this.name, message, reason);
+    if (message.isDead || message.replyTo === 0) return;
+    const dead = new Message(
+      { dst: message.src, src: this.id, auth: this.id, handle: message.replyTo, replyTo: 0, flags: FLAG_DEAD },
+      encode(reason),
+    );
+    if (message.src === this.id) this.deliver(dead, undefined);
+    else this.route(dead, undefined);
+  }
+
+  /**
+   * Attaches the stream to a child context `childId`, announces the route
+   * upward, and routes the messages that arrive on it.
+   */
+  addChildStream(stream: Stream, childId: number, name: string): void {
+    stream.remoteId = childId;
+    this.attach(stream);
+    this.addRoute(childId, name, stream);
+    stream.on('close', (reason) => this.onStreamClosed(stream, reason));
+  }
+
+  /** Attaches the stream to this context's parent. */
+  setParentStream(stream: Stream): void {
+    this.parentStream = stream;
+    stream.remoteId = this.parentId;
+    this.attach(stream);
+    stream.on('close', (reason) => this.onStreamClosed(stream, reason));
+  }
+
+  private attach(stream: Stream): void {
+    this.streams.add(stream);
+    stream.onMessage = (message, from) => this.route(message, from);
+    if (this.inflight === 0 && stream !== this.parentStream) stream.unref();
+  }
+
+  /**
+   * Whether a descendant may announce `target` through `stream`. The master
+   * narrows this to IDs it allocated to that stream's subtree.
+   */
+  protected mayRoute(target: number, stream: Stream): boolean {
+    if (target === this.id || this.parentIds.includes(target)) return false;
+    const existing = this.routes.get(target);
+    return existing === undefined || existing === stream || existing.closed;
+  }
+
+  private addRoute(target: number, name: string, stream: Stream): void {
+    this.routes.set(target, stream);
+    this.names.set(target, name);
+    if (this.parentStream && !this.parentStream.closed) {
+      this.parentStream.send(
+        Message.encoded({ dst: this.parentId, src: this.id, auth: this.id, handle: ADD_ROUTE, replyTo: 0 }, [
+          target,
+          name,
+        ]),
+      );
+    }
+    this.emit('route', target, name);
+  }
+
+  private onAddRoute(message: Message, stream: Stream | undefined): void {
+    const [target, name] = message.unpack() as [unknown, unknown];
+    if (!stream || typeof target !== 'number' || typeof name !== 'string') return;
+    if (!this.mayRoute(target, stream)) {
+      this.warn(
+        'bad-route',
+        `${this.name}: refused ADD_ROUTE for context ${target} from stream ${stream.name}: that ID does not belong to its subtree`,
+      );
+      return;
+    }
+    this.addRoute(target, name, stream);
+  }
+
+  private onDelRoute(message: Message, stream: Stream | undefined): void {
+    const [target, reason] = message.unpack() as [unknown, unknown];
+    if (typeof target !== 'number' || this.routes.get(target) !== stream) return;
+    this.deleteRoute(target, typeof reason === 'string' ? reason : 'route deleted');
+  }
+
+  private deleteRoute(target: number, reason: string): void {
+    if (!this.routes.delete(target)) return;
+    if (this.parentStream && !this.parentStream.closed) {
+      this.parentStream.send(
+        Message.encoded({ dst: this.parentId, src: this.id, auth: this.id, handle: DEL_ROUTE, replyTo: 0 }, [
+          target,
+          reason,
+        ]),
+      );
+    }
+    this.disconnected(target, reason);
+  }
+
+  /** Rejects everything waiting on `contextId` and emits `disconnect`. */
+  private disconnected(contextId: number, reason: string): void {
+    const handles = this.handlesByContext.get(contextId);
+    if (handles) {
+      this.handlesByContext.delete(contextId);
+      const error = new ContextDisconnectedError(this.nameOf(contextId), contextId, reason);
+      for (const handle of handles) {
+        const entry = this.handlers.get(handle);
+        if (!entry) continue;
+        this.handlers.delete(handle);
+        entry.onClose?.(error);
+      }
+    }
+    this.emit('disconnect', contextId, reason);
+  }
+
+  private onStreamClosed(stream: Stream, reason: string): void {
+    this.streams.delete(stream);
+    if (stream.remoteId >= 0) debug('%s: stream %s closed: %s', this.name, stream.name, reason);
+    for (const [target, via] of [...this.routes]) {
+      if (via === stream) this.deleteRoute(target, `${reason} (stream to ${stream.name})`);
+    }
+    if (stream === this.parentStream) this.emit('parentClosed', reason);
+  }
+
+  /**
+   * Closes every handler that is still waiting, rejecting it with `error`.
+   * Used at shutdown so nothing is left pending.
+   */
+  closeHandlers(error: TendrilError): void {
+    for (const [handle, entry] of [...this.handlers]) {
+      if (!entry.onClose) continue;
+      this.removeHandler(handle);
+      entry.onClose(error);
+    }
+  }
+
+  /** Keeps child streams referenced (the event loop alive) while requests are in flight. */
+  hold(): void {
+    if (this.inflight++ === 0) for (const stream of this.streams) stream.ref();
+  }
+
+  /** Undoes one `hold()`; when none remain, child streams stop keeping the process alive. */
+  release(): void {
+    if (--this.inflight === 0) {
+      for (const stream of this.streams) if (stream !== this.parentStream) stream.unref();
+    }
+  }
+
+  private describeDestination(message: Message): string {
+    const name = HANDLE_NAMES[message.handle] ?? `handle ${message.handle}`;
+    return `${name} in context '${this.nameOf(message.dst)}' (id ${message.dst})`;
+  }
+}
+
+/** The reason carried by a dead reply. */
+export function deadReason(message: Message): string {
+  try {
+    const reason = decode(message.data);
+    return typeof reason === 'string' ? reason : 'message could not be delivered';
+  } catch {
+    return 'message could not be delivered';
+  }
+}

@@ -1,0 +1,85 @@
+import { encode, SENDER_REFERENCE, setSenderFactory } from './codec.js';
+import { FLAG_DEAD, Message } from './message.js';
+import type { Router } from './router.js';
+
+/** Reason a receiver sees when its sender closed it on purpose. */
+export const SENDER_CLOSED = 'closed by sender';
+
+/**
+ * The sending end of a one-way channel: delivers values to a handle in a
+ * context (a `Receiver` there). Cheap to create; holds no resources.
+ *
+ * A Sender may itself be sent — as a call argument, say — and arrives bound
+ * to the receiving context's router, so remote code can stream values back:
+ *
+ * ```ts
+ * const progress = new Receiver<number>(router);
+ * const done = child.call(async (out: Sender<number>) => {
+ *   for (let i = 1; i <= 3; i++) out.send(i);
+ *   out.close();
+ * }, progress.toSender());
+ * for await (const step of progress) console.log(step);
+ * ```
+ */
+export class Sender<T = unknown> {
+  /** The router of the context sending. */
+  readonly router: Router;
+  /** The context the receiver lives in. */
+  readonly contextId: number;
+  /** The receiver's handle in that context. */
+  readonly handle: number;
+
+  /**
+   * @param router the router of the context sending.
+   * @param contextId the context the receiver lives in.
+   * @param handle the receiver's handle in that context.
+   */
+  constructor(router: Router, contextId: number, handle: number) {
+    this.router = router;
+    this.contextId = contextId;
+    this.handle = handle;
+  }
+
+  /**
+   * Sends one value.
+   * @throws UnsupportedValueError when the value cannot be sent.
+   * @throws MessageTooLargeError when it exceeds `maxMessageSize`.
+   */
+  send(value: T): void {
+    this.router.send(
+      Message.encoded(
+        { dst: this.contextId, src: this.router.id, auth: this.router.id, handle: this.handle, replyTo: 0 },
+        value,
+      ),
+    );
+  }
+
+  /** Tells the receiver no more values will come; its iteration ends. */
+  close(): void {
+    this.router.send(
+      new Message(
+        {
+          dst: this.contextId,
+          src: this.router.id,
+          auth: this.router.id,
+          handle: this.handle,
+          replyTo: 0,
+          flags: FLAG_DEAD,
+        },
+        encode(SENDER_CLOSED),
+      ),
+    );
+  }
+
+  /** How the codec carries a Sender: the receiver's context and handle. */
+  get [SENDER_REFERENCE](): [number, number] {
+    return [this.contextId, this.handle];
+  }
+
+  /** `'Sender(<context id>, <handle>)'`. */
+  toString(): string {
+    return `Sender(${this.contextId}, ${this.handle})`;
+  }
+}
+
+setSenderFactory((router, contextId, handle) => new Sender(router as Router, contextId, handle));

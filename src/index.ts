@@ -1,0 +1,40 @@
+/**
+ * tendril: start Node interpreters on other machines and accounts, and
+ * call functions in them as if they were local.
+ *
+ * @packageDocumentation
+ */
+
+export type { CommonOptions } from './connection/bootstrap.js';
+export { DEFAULT_CONNECT_TIMEOUT } from './connection/bootstrap.js';
+export type { LocalOptions } from './connection/local.js';
+export { local as localMethod } from './connection/local.js';
+export type { ConnectionMethod, Transport } from './connection/method.js';
+export type { ChildProcessHandle, ExitStatus } from './core/broker.js';
+export { Broker, DEFAULT_SHUTDOWN_GRACE } from './core/broker.js';
+export type { CallOptions, ContextInfo, ShutdownOptions } from './core/context.js';
+export { Context } from './core/context.js';
+export type { RemoteErrorInfo } from './core/errors.js';
+export {
+  BootstrapError,
+  CallError,
+  ChannelError,
+  ConnectTimeoutError,
+  ContextDisconnectedError,
+  MessageTooLargeError,
+  StreamError,
+  TendrilError,
+  TimeoutError,
+  UnsupportedValueError,
+} from './core/errors.js';
+export { DEFAULT_MAX_MESSAGE_SIZE } from './core/framing.js';
+export type { LogRecord } from './core/log.js';
+export { Message } from './core/message.js';
+export type { ReceiverOptions } from './core/receiver.js';
+export { Receiver } from './core/receiver.js';
+export type { Policy, RequestOptions, RouterEvents, RouterWarning } from './core/router.js';
+export type { Selected } from './core/select.js';
+export { Select } from './core/select.js';
+export { Sender } from './core/sender.js';
+export type { RouterOptions, ViaOption } from './master/router.js';
+export { Router } from './master/router.js';

@@ -1,0 +1,205 @@
+import { createRequire } from 'node:module';
+import createDebug from 'debug';
+import { bootstrap, type CommonOptions } from '../connection/bootstrap.js';
+import { methods } from '../connection/connect.js';
+import { type LocalOptions, local } from '../connection/local.js';
+import type { ConnectionMethod } from '../connection/method.js';
+import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
+import { createCodeCache } from '../core/code-cache.js';
+import { encode } from '../core/codec.js';
+import { Context } from '../core/context.js';
+import { CallError, ChannelError, type RemoteErrorInfo } from '../core/errors.js';
+import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
+import { CONNECT, FORWARD_LOG } from '../core/handles.js';
+import type { LogRecord } from '../core/log.js';
+import { Router as CoreRouter } from '../core/router.js';
+import type { ConnectRequest, ReadyInfo, Runtime } from '../core/runtime.js';
+import type { Stream } from '../core/stream.js';
+import { bootstrapAssets } from './assets.js';
+import { IdAllocator } from './id-allocator.js';
+import { ModuleResponder } from './module-responder.js';
+
+/** Options of the master's `Router`. */
+export interface RouterOptions {
+  /**
+   * Largest message payload, in bytes, accepted or sent anywhere in the
+   * tree; every descendant inherits it. Default 128 MiB.
+   */
+  maxMessageSize?: number;
+  /** Name of the master context in logs and errors. Default `'master'`. */
+  name?: string;
+  /**
+   * Milliseconds a stopping child gets to exit after being asked, and again
+   * after SIGTERM, before SIGKILL. Default 2000.
+   */
+  shutdownGrace?: number;
+}
+
+/** Where a new context is started from. */
+export interface ViaOption {
+  /**
+   * Start the new context from this one instead of from the master (it
+   * becomes the new context's parent). The master still calls the new
+   * context directly; messages are routed through `via`.
+   */
+  via?: Context;
+}
+
+/**
+ * The master's router: the root of a tree of contexts, and the object a
+ * program uses to start them. Owns a `Broker` that stops and reaps every
+ * child at `shutdown()`.
+ *
+ * ```ts
+ * await using router = new Router();
+ * const child = await router.local();
+ * console.log(await child.call(() => process.pid));
+ * ```
+ *
+ * The process can exit while contexts are running: streams only keep the
+ * event loop alive while a call or bootstrap is pending, and children exit
+ * by themselves within a second of losing their parent.
+ *
+ * Events: `log` (a `LogRecord` for each line a context writes to stdout or
+ * stderr; also shown under the `debug` namespace `tendril:<context name>`),
+ * `disconnect` (a context became unreachable), `route` (one became
+ * reachable), `warning` (a message was refused or dropped).
+ */
+export class Router extends CoreRouter {
+  /** Owner of the child processes this router started directly. */
+  readonly broker: Broker;
+  private readonly ids: IdAllocator;
+  private readonly runtime: Runtime;
+  private readonly logDebuggers = new Map<string, createDebug.Debugger>();
+  private closing: Promise<void> | undefined;
+  private codeCache: { data: Uint8Array | undefined } | undefined;
+
+  /**
+   * @throws Error when tendril's bootstrap files are missing (the package was not built).
+   */
+  constructor(options: RouterOptions = {}) {
+    const maxMessageSize = options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
+    if (!Number.isInteger(maxMessageSize) || maxMessageSize < 1024 || maxMessageSize > 0xffffffff) {
+      throw new RangeError(`maxMessageSize must be an integer from 1024 to ${0xffffffff} bytes, got ${maxMessageSize}`);
+    }
+    super({ id: 0, name: options.name ?? 'master', parentIds: [], maxMessageSize });
+    const assets = bootstrapAssets();
+    this.broker = new Broker(this, options.shutdownGrace ?? DEFAULT_SHUTDOWN_GRACE);
+    this.ids = new IdAllocator(this);
+    new ModuleResponder(this);
+    this.runtime = {
+      router: this,
+      broker: this.broker,
+      ids: this.ids,
+      coreBundle: assets.coreBundle,
+      codeCache: () => {
+        this.codeCache ??= { data: createCodeCache(assets.coreBundle, createRequire(import.meta.url)) };
+        return this.codeCache.data;
+      },
+      firstStage: assets.firstStage,
+      debugNamespaces: process.env.DEBUG ?? '',
+      onChildLog: (record) => this.emitLog(record),
+    };
+    this.addHandler((message, stream) => this.onForwardLog(message.unpack(), stream), {
+      handle: FORWARD_LOG,
+      policy: (_message, stream) => stream !== undefined,
+    });
+  }
+
+  /**
+   * Starts a Node child process on this machine (connection method `local`)
+   * and resolves with its context once it is ready.
+   *
+   * @param options name, `nodePath` (default: this Node binary), `env`,
+   *   `cwd`, `connectTimeout` (ms, default 30000) and `via`.
+   * @throws BootstrapError when the child fails before it is ready, quoting its last output.
+   * @throws ConnectTimeoutError when it is not ready within `connectTimeout`; it is killed and reaped.
+   * @throws CallError when `via` is given and the via context could not start the child
+   *   (the remote `BootstrapError` is its `remoteName`).
+   */
+  local(options: LocalOptions & ViaOption = {}): Promise<Context> {
+    return this.connect(local, options);
+  }
+
+  /**
+   * Starts a context with any connection method. With `via`, the method
+   * runs in that context and must be one of tendril's own (by name).
+   * @throws as `local`; Error when the router has been shut down.
+   */
+  async connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): Promise<Context> {
+    if (this.closing) throw new Error(`router '${this.name}' has been shut down; create a new Router`);
+    const { via, ...rest } = options;
+    if (via === undefined) {
+      const info = await bootstrap(this.runtime, method, rest as unknown as O);
+      return new Context(this, info.id, info.name, this.id, info);
+    }
+    if (methods[method.name] !== method) {
+      throw new TypeError(
+        `connection method '${method.name}' is not one of tendril's own, so it cannot be used with via`,
+      );
+    }
+    const request: ConnectRequest = { method: method.name, options: rest as Record<string, unknown> };
+    const reply = await this.request(via.id, CONNECT, encode(request, 'options'), {
+      what: `starting a ${method.name} context`,
+    });
+    const [status, value] = reply.unpack() as [0, ReadyInfo] | [1, RemoteErrorInfo];
+    if (status !== 0) throw new CallError(value, via.name, via.id);
+    return new Context(this, value.id, value.name, via.id, value);
+  }
+
+  /**
+   * Shuts down every context: each is asked to exit (stopping its own
+   * children first), then after `shutdownGrace` ms sent SIGTERM, then
+   * SIGKILL, and reaped. Pending calls reject with `ContextDisconnectedError`.
+   * Idempotent.
+   */
+  shutdown(): Promise<void> {
+    if (!this.closing) {
+      this.closing = this.broker.shutdown().then(() => {
+        this.closeHandlers(new ChannelError(this.name, this.id, 'the router was shut down'));
+      });
+    }
+    return this.closing;
+  }
+
+  /** `await using router = new Router()` shuts it down at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.shutdown();
+  }
+
+  /** Only IDs the master handed to a stream's subtree may be announced through it. */
+  protected override mayRoute(target: number, stream: Stream): boolean {
+    if (!super.mayRoute(target, stream)) return false;
+    return this.inSubtreeOf(target, stream);
+  }
+
+  /**
+   * True when `id` lies in a block the master gave to a context reached
+   * through `stream`. (A direct child's own ID is in no block; its route is
+   * added by the master itself, never announced.)
+   */
+  private inSubtreeOf(id: number, stream: Stream | undefined): boolean {
+    const owner = this.ids.ownerOf(id);
+    return owner !== undefined && owner !== id && this.routeOf(owner) === stream;
+  }
+
+  private onForwardLog(payload: unknown, stream: Stream | undefined): void {
+    if (!Array.isArray(payload)) return;
+    const [contextId, contextName, text] = payload as [unknown, unknown, unknown];
+    if (typeof contextId !== 'number' || typeof contextName !== 'string' || typeof text !== 'string') return;
+    // A context may only report lines of contexts in its own subtree, which
+    // may have exited (and lost their route) by the time their last lines arrive.
+    if (this.routeOf(contextId) !== stream && !this.inSubtreeOf(contextId, stream)) return;
+    this.emitLog({ contextId, contextName, text });
+  }
+
+  private emitLog(record: LogRecord): void {
+    let log = this.logDebuggers.get(record.contextName);
+    if (!log) {
+      log = createDebug(`tendril:${record.contextName}`);
+      this.logDebuggers.set(record.contextName, log);
+    }
+    log('%s', record.text);
+    this.emit('log', record);
+  }
+}

@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import * as tendril from 'tendril';
+import { ROOT } from './support/procs.js';
+
+const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
+const memberName = (line: string | undefined) =>
+  /^ {4}(?:readonly |static |get |set |abstract )*([A-Za-z_$][\w$]*|\[[^\]]+\])/.exec(line ?? '')?.[1];
+
+describe('package', () => {
+  test('the README gives the demo and test commands, and CI runs exactly the test command', () => {
+    const readme = read('README.md');
+    const commands = [...readme.matchAll(/```sh\n([^\n]+)\n```/g)].map((m) => m[1]);
+    assert.deepEqual(commands, ['npm install && npm run demo', 'npm install && npm test']);
+    const ci = read('.ci/run')
+      .split('\n')
+      .filter((line) => line && !line.startsWith('#') && !line.startsWith('set ') && !line.startsWith('cd '));
+    assert.deepEqual(ci, ['npm install && npm test']);
+  });
+
+  test('every error class is exported from the package', () => {
+    for (const name of [
+      'TendrilError',
+      'CallError',
+      'TimeoutError',
+      'ChannelError',
+      'ContextDisconnectedError',
+      'BootstrapError',
+      'ConnectTimeoutError',
+      'MessageTooLargeError',
+      'StreamError',
+      'UnsupportedValueError',
+    ]) {
+      assert.equal(typeof (tendril as Record<string, unknown>)[name], 'function', name);
+    }
+  });
+
+  test('every exported declaration and public member has a doc comment', () => {
+    const missing: string[] = [];
+    for (const dir of ['core', 'connection', 'master']) {
+      for (const file of readdirSync(join(ROOT, 'dist', dir)).filter((f) => f.endsWith('.d.ts'))) {
+        const lines = read(join('dist', dir, file)).split('\n');
+        let inExported = false;
+        for (let i = 0; i < lines.length; i++) {
+          const line = lines[i] as string;
+          const previous = (lines[i - 1] ?? '').trim();
+          const documented = previous.endsWith('*/') || previous.startsWith('//');
+          if (/^export (declare )?(class|function|const|interface|type|abstract class)\b/.test(line)) {
+            inExported = /\{$/.test(line) && /(class|interface)\b/.test(line);
+            if (!documented) missing.push(`${dir}/${file}: ${line.trim()}`);
+          } else if (/^\}/.test(line)) {
+            inExported = false;
+          } else if (inExported && /^ {4}[A-Za-z[]/.test(line) && !/^ {4}(private|protected)\b/.test(line)) {
+            // Overloads and getter/setter pairs share the first one's comment.
+            const sameAsPrevious = memberName(line) !== undefined && memberName(line) === memberName(lines[i - 1]);
+            if (!documented && !sameAsPrevious) missing.push(`${dir}/${file}: ${line.trim()}`);
+          }
+        }
+      }
+    }
+    assert.deepEqual(missing, []);
+  });
+});

