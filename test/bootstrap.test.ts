@@ -78,6 +78,12 @@ describe('bootstrap', () => {
     );
   });
 
+  test('a connectTimeout that is not a positive number is refused before anything starts', async () => {
+    for (const connectTimeout of [0, -5, Number.NaN]) {
+      await assert.rejects(router.local({ connectTimeout }), RangeError);
+    }
+  });
+
   test('nodePath may be an argv prefix', async () => {
     const child = await router.local({ name: 'prefixed', nodePath: ['env', 'TENDRIL_PREFIX=yes', process.execPath] });
     assert.equal(await child.call(() => process.env.TENDRIL_PREFIX), 'yes');

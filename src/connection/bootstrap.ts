@@ -47,6 +47,7 @@ export interface CommonOptions {
  * @throws BootstrapError when the child exits or fails before it is ready,
  *   quoting its last output.
  * @throws ConnectTimeoutError when it is not ready within `connectTimeout`.
+ * @throws RangeError when `connectTimeout` is not a positive number.
  */
 export async function bootstrap<O extends CommonOptions>(
   runtime: Runtime,
@@ -55,6 +56,9 @@ export async function bootstrap<O extends CommonOptions>(
 ): Promise<ReadyInfo> {
   const { router } = runtime;
   const timeout = options.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
+  if (!(timeout > 0 && Number.isFinite(timeout))) {
+    throw new RangeError(`connectTimeout must be a positive number of milliseconds, got ${timeout}`);
+  }
   const started = Date.now();
   const ids = await runtime.ids.allocateChild();
   const node = options.nodePath === undefined ? method.defaultNode(options) : ([] as string[]).concat(options.nodePath);

@@ -65,14 +65,19 @@ export class Select<T = unknown> implements AsyncIterable<Selected<T>> {
     return undefined;
   }
 
+  /** Waits until any receiver is ready, keeping the event loop alive meanwhile. */
   private anyReady(): Promise<void> {
-    return new Promise((resolve) => {
+    const routers = new Set(this.receivers.map((receiver) => receiver.router));
+    for (const router of routers) router.hold();
+    return new Promise<void>((resolve) => {
       const cancels = this.receivers.map((receiver) =>
         receiver.onReady(() => {
           for (const cancel of cancels) cancel();
           resolve();
         }),
       );
+    }).finally(() => {
+      for (const router of routers) router.release();
     });
   }
 
