@@ -6,8 +6,8 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Router } from 'tendril';
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1] as number;
+import { benchModules } from './modules.js';
+import { median, row } from './report.js';
 
 function spawnNodeE0(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -59,8 +59,6 @@ await router.shutdown();
 
 const sizes = JSON.parse(readFileSync(new URL('../../dist/bootstrap/sizes.json', import.meta.url), 'utf8'));
 const mitogen = { ready: 157, rtt: 0.37, mib: 22 };
-const row = (label: string, value: string, note: string) =>
-  console.log(`${label.padEnd(34)} ${value.padStart(12)}  ${note}`);
 console.log(`tendril bench on node ${process.version} (${RUNS} starts, 10000 calls, 50 x 1 MiB)\n`);
 row('first stage', `${sizes.firstStage} B`, 'goal: under 1024 B');
 row('core, deflated', `${sizes.coreDeflated} B`, `${sizes.core} B before deflate`);
@@ -80,3 +78,6 @@ row(
   `${median(big).toFixed(2)} ms`,
   `Mitogen ${mitogen.mib} ms quoted: ${(mitogen.mib / median(big)).toFixed(1)}x faster (target >= 10x)`,
 );
+
+console.log('\nmodule forwarding, on a target with none of the packages');
+await benchModules();

@@ -45,14 +45,14 @@ const coreAsExternal = {
   },
 };
 
-async function bundle(entry, globalName, plugins) {
+async function bundle(entry, globalName, plugins, format = 'iife') {
   const result = await esbuild.build({
     entryPoints: [join(root, entry)],
     bundle: true,
     platform: 'node',
     target,
-    format: 'iife',
-    globalName,
+    format,
+    ...(format === 'iife' && { globalName }),
     minify: true,
     // Class names travel in errors (CallError.remoteName), so they must survive minification.
     keepNames: true,
@@ -76,13 +76,15 @@ const deflated = deflateRawSync(Buffer.from(coreSource), { level: 9 });
 writeFileSync(join(out, 'core.deflate'), deflated);
 writeFileSync(join(out, 'core.js'), coreSource);
 
-// Connection bundle: a function of the child's require, returning the module's exports.
-const connection = await bundle('src/connection/index.ts', '__tendrilConnection', [
-  portableMsgpackr,
-  childDebug,
-  coreAsExternal,
-]);
-writeFileSync(join(out, 'connection.js'), `(function(require){${connection};return __tendrilConnection})`);
+// Connection layer: a CommonJS module, shipped to children by module forwarding
+// like any other; it requires the running core as `tendril:core`.
+const connection = await bundle(
+  'src/connection/index.ts',
+  undefined,
+  [portableMsgpackr, childDebug, coreAsExternal],
+  'cjs',
+);
+writeFileSync(join(out, 'connection.cjs'), connection);
 
 const sizes = {
   firstStage: Buffer.byteLength(stage),

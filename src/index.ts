@@ -12,7 +12,7 @@ export { local as localMethod } from './connection/local.js';
 export type { ConnectionMethod, Transport } from './connection/method.js';
 export type { ChildProcessHandle, ExitStatus } from './core/broker.js';
 export { Broker, DEFAULT_SHUTDOWN_GRACE } from './core/broker.js';
-export type { CallOptions, ContextInfo, ShutdownOptions } from './core/context.js';
+export type { CallOptions, ContextInfo, RemoteModule, ShutdownOptions } from './core/context.js';
 export { Context } from './core/context.js';
 export type { RemoteErrorInfo } from './core/errors.js';
 export {
@@ -28,6 +28,8 @@ export {
   UnsupportedValueError,
 } from './core/errors.js';
 export { DEFAULT_MAX_MESSAGE_SIZE } from './core/framing.js';
+export type { ImporterStats } from './core/importer.js';
+export { NativeModuleError } from './core/importer.js';
 export type { LogRecord } from './core/log.js';
 export { Message } from './core/message.js';
 export type { ReceiverOptions } from './core/receiver.js';
@@ -36,5 +38,6 @@ export type { Policy, RequestOptions, RouterEvents, RouterWarning } from './core
 export type { Selected } from './core/select.js';
 export { Select } from './core/select.js';
 export { Sender } from './core/sender.js';
+export type { ResponderStats } from './master/module-responder.js';
 export type { RouterOptions, ViaOption } from './master/router.js';
 export { Router } from './master/router.js';

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { CallError, Router } from 'tendril';
 import { NODE_MAJORS, nodeBinary } from './support/nodes.js';
+import { ROOT } from './support/procs.js';
 import { NARROW, relay } from './support/relay.js';
 
 // Each supported major runs the first stage and the core as a child, starts a
@@ -48,6 +50,18 @@ for (const major of NODE_MAJORS) {
           .filter(Boolean),
       );
       assert.ok(!inherited.includes('4'), `Node ${major} leaks the stream into spawned processes: fds ${inherited}`);
+      await child.shutdown();
+    });
+
+    test('module forwarding: a CommonJS npm package and an ES module fixture', async () => {
+      const child = await router.local({ name: `modules${major}`, nodePath });
+      assert.equal(await child.call(() => typeof require('chalk').red), 'function');
+      const main = child.import<{ summary(): { helper: string; legacy: string } }>(
+        join(ROOT, 'test', 'fixtures', 'modules', 'main.js'),
+      );
+      const summary = await main.summary();
+      assert.equal(summary.helper, 'helped');
+      assert.equal(summary.legacy, 'legacy 42');
       await child.shutdown();
     });
 

@@ -35,6 +35,13 @@ export interface CommonOptions {
    * choice (for `local`, the same binary as the starting context).
    */
   nodePath?: string | string[];
+  /**
+   * Load packages installed on the target (found from its working
+   * directory) instead of shipping the master's copy; only what is missing
+   * there is shipped. Default false: the master's copy wins, so code runs
+   * against the versions it was written for.
+   */
+  preferTargetModules?: boolean;
 }
 
 /**
@@ -112,6 +119,8 @@ export async function bootstrap<O extends CommonOptions>(
     idBlock: ids.block,
     debug: runtime.debugNamespaces,
     firstStage: runtime.firstStage,
+    moduleBase: runtime.moduleBase,
+    preferTargetModules: options.preferTargetModules === true,
   };
   const remaining = Math.max(0, timeout - (Date.now() - started));
   // Why the child died, once its process has exited and its last output is in.

@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import createDebug from 'debug';
@@ -5,9 +6,9 @@ import { Broker } from './broker.js';
 import { createCodeCache } from './code-cache.js';
 import { Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo } from './errors.js';
-import { BOOT, CONNECT, FORWARD_LOG, SHUTDOWN } from './handles.js';
+import { BOOT, CONNECT, FORWARD_LOG, MODULE_STATS, SHUTDOWN } from './handles.js';
 import { IdPool } from './ids.js';
-import { Importer } from './importer.js';
+import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT } from './importer.js';
 // The core's own namespace, for tendril modules loaded later (`tendril:core`).
 import * as core from './index.js';
 import type { LogRecord } from './log.js';
@@ -15,7 +16,7 @@ import { Message } from './message.js';
 import { hasParentAuthority } from './policy.js';
 import { Router } from './router.js';
 import type { BootConfig, ConnectionModule, ConnectRequest, ReadyInfo, Runtime } from './runtime.js';
-import { Stream } from './stream.js';
+import { type BlockingIo, Stream } from './stream.js';
 
 /** File descriptor the first stage reads the stream from. */
 export const STREAM_IN_FD = 3;
@@ -75,7 +76,14 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
   // Refusals in a child are reported on its stderr, which reaches the master as log records.
   router.on('warning', (warning) => process.stderr.write(`tendril warning: ${warning.message}\n`));
   const broker = new Broker(router);
-  const importer = new Importer(router, core, requireFn);
+  const importer = new Importer(router, core, requireFn as NodeJS.Require, {
+    preferTargetModules: config.preferTargetModules === true,
+    requestSync: (message) => requestSync(router, stream, message),
+  });
+  router.addHandler((message) => router.reply(message, importer.stats), {
+    handle: MODULE_STATS,
+    policy: hasParentAuthority(router),
+  });
   let cache: { data: Uint8Array | undefined } | undefined;
   const runtime: Runtime = {
     router,
@@ -88,9 +96,10 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
     },
     firstStage: config.firstStage,
     debugNamespaces: config.debug,
+    moduleBase: config.moduleBase,
     onChildLog: (record) => forwardLog(router, record),
   };
-  new Dispatcher(router, requireFn, (error) => {
+  new Dispatcher(router, importer, config.moduleBase, (error) => {
     process.stderr.write(
       `tendril: a function called with callNoReply failed: ${toRemoteErrorInfo(error).stack || error}\n`,
     );
@@ -138,13 +147,53 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
 function onConnect(runtime: Runtime, importer: Importer, message: Message): void {
   const request = message.unpack() as ConnectRequest;
   importer
-    .load<ConnectionModule>('tendril:connection')
-    .then((connection) => connection.connectFromRequest(runtime, request))
+    .import(CONNECTION_MODULE_ID, CONNECTION_MODULE_ID)
+    .then((connection) => (connection as ConnectionModule).connectFromRequest(runtime, request))
     .then(
       (info) => runtime.router.reply(message, [0, info]),
       (error) => runtime.router.reply(message, [1, toRemoteErrorInfo(error)]),
     );
 }
+
+/**
+ * Sends `message` to the parent and blocks until the reply: how a
+ * synchronous `require()` of a module outside the static closure is served.
+ */
+function requestSync(router: Router, stream: Stream, message: Message): Message {
+  // The handle only reserves a number; the reply is taken off the stream directly.
+  const handle = router.addHandler(() => {});
+  message.replyTo = handle;
+  try {
+    const reply = stream.blockingRequest(
+      message,
+      blockingIo,
+      (incoming) => incoming.dst === router.id && incoming.handle === handle,
+      SYNC_FETCH_TIMEOUT,
+    );
+    return reply;
+  } finally {
+    router.removeHandler(handle);
+  }
+}
+
+const blockingIo: BlockingIo = {
+  read(buffer) {
+    try {
+      return fs.readSync(STREAM_IN_FD, buffer, 0, buffer.length, null);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EAGAIN') return -1;
+      throw error;
+    }
+  },
+  write(data) {
+    try {
+      return fs.writeSync(STREAM_OUT_FD, data);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EAGAIN') return -1;
+      throw error;
+    }
+  },
+};
 
 /** Sends a child's output line to the master, where it becomes a log event. */
 function forwardLog(router: Router, record: LogRecord): void {

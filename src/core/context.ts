@@ -1,13 +1,25 @@
+import { fileURLToPath } from 'node:url';
 import { encode, encodePrepared, prepareValue } from './codec.js';
 import type { CallPayload, ReplyPayload } from './dispatcher.js';
 import { CallError, ContextDisconnectedError, type RemoteErrorInfo } from './errors.js';
-import { functionSource } from './function-source.js';
-import { CALL_FUNCTION, STOP_CHILD } from './handles.js';
+import { CALL_FUNCTION, MODULE_STATS, STOP_CHILD } from './handles.js';
+import type { ImporterStats } from './importer.js';
 import { Message } from './message.js';
 import type { Router } from './router.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: parameter types are inferred from the caller's function.
 type AnyFunction = (...args: any[]) => unknown;
+
+/**
+ * The functions a module exports, as seen through `context.import()`: each
+ * runs in the context and returns a promise of its (awaited) result.
+ * Exports that are not functions are left out.
+ */
+export type RemoteModule<M> = {
+  readonly [K in keyof M as M[K] extends AnyFunction ? K : never]: M[K] extends (...args: infer A) => infer R
+    ? (...args: A) => Promise<Awaited<R>>
+    : never;
+};
 
 /** Per-call options for `Context.callWith`. */
 export interface CallOptions {
@@ -18,6 +30,12 @@ export interface CallOptions {
    * aborts. The remote function is not interrupted; only the wait ends.
    */
   signal?: AbortSignal;
+  /**
+   * Directory (or a file URL or path in it) that the function's `require()`
+   * and `import()` resolve from, as the master would resolve them there.
+   * Default: the master's working directory when the Router was created.
+   */
+  base?: string | URL;
 }
 
 /** What a context reported about itself when it became ready. */
@@ -103,15 +121,77 @@ export class Context {
     fn: F,
     ...args: Parameters<F>
   ): Promise<Awaited<ReturnType<F>>> {
-    const payload = encodeCall(fn, args);
+    const payload = this.encodeCall(fn, args, options.base);
+    return (await this.send(payload, options, `call to ${fn.name || 'an anonymous function'}()`)) as Awaited<
+      ReturnType<F>
+    >;
+  }
+
+  /**
+   * A proxy of the module at `module` whose exported functions run in this
+   * context: `await tasks.deploy({ version: '1.2.3' })`. The module and
+   * everything it statically imports travel on the first call (one round
+   * trip), npm packages included.
+   *
+   * ```ts
+   * const tasks = child.import<typeof import('./tasks.js')>(new URL('./tasks.js', import.meta.url));
+   * ```
+   *
+   * @param module a file URL, an absolute path, or a specifier resolved
+   *   from `options.base` (default: the master's working directory).
+   * @param options timeout, signal and base applied to every call through the proxy.
+   * @returns a proxy; calling an export that is not a function rejects with a
+   *   `CallError` whose `remoteName` is `'TypeError'`.
+   * @throws as `call`, per call: `CallError` when the module cannot be loaded
+   *   (a syntax error names the file and line) or the function throws.
+   */
+  import<M>(module: string | URL, options: CallOptions = {}): RemoteModule<M> {
+    const specifier = this.router.trustModuleOrigin(toPathOrSpecifier(module));
+    const base =
+      options.base === undefined ? undefined : this.router.trustModuleOrigin(toPathOrSpecifier(options.base));
+    return new Proxy(
+      {},
+      {
+        get: (_target, property) => {
+          // Not a thenable, and no symbol-keyed exports.
+          if (typeof property !== 'string' || property === 'then') return undefined;
+          return (...args: unknown[]) => {
+            const call: CallPayload = { m: specifier, e: property, a: prepareValue(args, 'args') as unknown[] };
+            if (base !== undefined) call.b = base;
+            return this.send(encodePrepared(call), options, `call to ${property}() of ${specifier}`);
+          };
+        },
+      },
+    ) as RemoteModule<M>;
+  }
+
+  /**
+   * This context's module forwarding counters: round trips to its parent,
+   * files received, and what it served its own children.
+   * @throws ChannelError when the context is unreachable.
+   */
+  async moduleStats(): Promise<ImporterStats> {
+    const reply = await this.router.request(this.id, MODULE_STATS, encode(null), { what: 'module stats' });
+    return reply.unpack() as ImporterStats;
+  }
+
+  private async send(payload: Uint8Array, options: CallOptions, what: string): Promise<unknown> {
     const reply = await this.router.request(this.id, CALL_FUNCTION, payload, {
       timeout: options.timeout,
       signal: options.signal,
-      what: `call to ${fn.name || 'an anonymous function'}()`,
+      what,
     });
     const [status, value] = reply.unpack(this.router) as ReplyPayload;
-    if (status === 0) return value as Awaited<ReturnType<F>>;
+    if (status === 0) return value;
     throw new CallError(value as RemoteErrorInfo, this.name, this.id);
+  }
+
+  private encodeCall(fn: AnyFunction, args: unknown[], base: string | URL | undefined): Uint8Array {
+    const { source, preload } = this.router.prepareCall(fn);
+    const call: CallPayload = { f: source, a: prepareValue(args, 'args') as unknown[] };
+    if (base !== undefined) call.b = this.router.trustModuleOrigin(toPathOrSpecifier(base));
+    if (preload.length > 0) call.p = preload;
+    return encodePrepared(call);
   }
 
   /**
@@ -121,7 +201,7 @@ export class Context {
    * @throws UnsupportedValueError, TypeError, MessageTooLargeError as for `call`, synchronously.
    */
   callNoReply<F extends AnyFunction>(fn: F, ...args: Parameters<F>): void {
-    const payload = encodeCall(fn, args);
+    const payload = this.encodeCall(fn, args, undefined);
     this.router.send(
       new Message(
         { dst: this.id, src: this.router.id, auth: this.router.id, handle: CALL_FUNCTION, replyTo: 0, flags: 0 },
@@ -154,8 +234,7 @@ export class Context {
   }
 }
 
-function encodeCall(fn: AnyFunction, args: unknown[]): Uint8Array {
-  const source = functionSource(fn);
-  const payload: CallPayload = [source, prepareValue(args, 'args') as unknown[]];
-  return encodePrepared(payload);
+/** A file URL as a path; a path or specifier unchanged. */
+function toPathOrSpecifier(module: string | URL): string {
+  return module instanceof URL || module.startsWith('file:') ? fileURLToPath(module) : module;
 }

@@ -2,14 +2,37 @@ import { encodePrepared, prepareValue } from './codec.js';
 import { MessageTooLargeError, toRemoteErrorInfo } from './errors.js';
 import { compileFunction } from './function-source.js';
 import { CALL_FUNCTION } from './handles.js';
+import type { Importer } from './importer.js';
 import { Message } from './message.js';
 import { hasParentAuthority } from './policy.js';
 import type { Router } from './router.js';
 
-/** Payload of a CALL_FUNCTION message: function source and arguments. */
-export type CallPayload = [source: string, args: unknown[]];
+/**
+ * Payload of a CALL_FUNCTION message: a shipped function (`f`) or an export
+ * (`e`) of a module (`m`), its arguments, and where its `require()`s resolve.
+ */
+export interface CallPayload {
+  /** Source of the function to run. */
+  f?: string;
+  /** Path (on the master) of the module whose export `e` to run. */
+  m?: string;
+  /** Name of the export of `m` to run. */
+  e?: string;
+  /** Arguments. */
+  a: unknown[];
+  /** Directory (on the master) that the function's `require()` and `import()` resolve from. */
+  b?: string;
+  /** Specifiers the function requires literally, fetched before it runs. */
+  p?: string[];
+}
+
 /** Payload of a call's reply: `[0, result]` or `[1, error info]`. */
 export type ReplyPayload = [0, unknown] | [1, ReturnType<typeof toRemoteErrorInfo>];
+
+/** The file name a call's `require()` resolves from: a name in its base directory. */
+export function callOrigin(base: string): string {
+  return `${base.replace(/\/+$/, '')}/[tendril call]`;
+}
 
 /**
  * Runs shipped functions in this context. Calls run concurrently: an async
@@ -17,12 +40,14 @@ export type ReplyPayload = [0, unknown] | [1, ReturnType<typeof toRemoteErrorInf
  */
 export class Dispatcher {
   /**
-   * @param requireFn the `require` shipped functions see.
+   * @param importer loads the modules calls need.
+   * @param defaultBase directory `require()` resolves from when a call names none.
    * @param onUnreported called with errors of calls that expect no reply (callNoReply).
    */
   constructor(
     private readonly router: Router,
-    private readonly requireFn: (id: string) => unknown,
+    private readonly importer: Importer,
+    private readonly defaultBase: string,
     private readonly onUnreported: (error: unknown) => void,
   ) {
     router.addHandler((message) => this.onCall(message), {
@@ -34,12 +59,11 @@ export class Dispatcher {
   private onCall(message: Message): void {
     let result: unknown;
     try {
-      const payload = message.unpack(this.router);
-      if (!Array.isArray(payload) || typeof payload[0] !== 'string' || !Array.isArray(payload[1])) {
+      const call = message.unpack(this.router) as CallPayload;
+      if (typeof call !== 'object' || call === null || !Array.isArray(call.a)) {
         throw new TypeError('malformed CALL_FUNCTION payload');
       }
-      const fn = compileFunction(payload[0], this.requireFn);
-      result = fn.apply(undefined, payload[1]);
+      result = typeof call.m === 'string' ? this.callExport(call, call.m, String(call.e)) : this.callFunction(call);
     } catch (error) {
       this.fail(message, error);
       return;
@@ -52,6 +76,31 @@ export class Dispatcher {
     } else {
       this.succeed(message, result);
     }
+  }
+
+  private callFunction(call: CallPayload): unknown {
+    if (typeof call.f !== 'string') throw new TypeError('malformed CALL_FUNCTION payload: no function');
+    const factory = compileFunction(call.f);
+    const from = callOrigin(typeof call.b === 'string' ? call.b : this.defaultBase);
+    const run = () => factory(this.importer.requireFrom(from), this.importer.importFrom(from)).apply(undefined, call.a);
+    const preload = Array.isArray(call.p) ? call.p.filter((spec): spec is string => typeof spec === 'string') : [];
+    // Literal require()s are fetched up front, in one round trip, so the function need not block on them.
+    return preload.length > 0 ? this.importer.prefetch(from, preload, 'require').then(run) : run();
+  }
+
+  private async callExport(call: CallPayload, path: string, name: string): Promise<unknown> {
+    // An absolute path stands for itself; a specifier resolves from the call's base.
+    const from = path.startsWith('/') ? path : callOrigin(typeof call.b === 'string' ? call.b : this.defaultBase);
+    const namespace = (await this.importer.import(from, path)) as Record<string, unknown>;
+    const value = name === 'default' ? namespace.default : namespace[name];
+    if (typeof value !== 'function') {
+      const what =
+        value === undefined ? 'does not exist' : `is ${value === null ? 'null' : `a ${typeof value}`}, not a function`;
+      throw new TypeError(
+        `export '${name}' of module ${path} ${what}; only functions can be called through context.import()`,
+      );
+    }
+    return value.apply(namespace, call.a);
   }
 
   private succeed(message: Message, value: unknown): void {

@@ -70,22 +70,29 @@ function asExpression(text: string): string | undefined {
 }
 
 /** Compiled functions by source text, in the receiving context. */
-const compiled = new Map<string, AnyFunction>();
+const compiled = new Map<string, FunctionFactory>();
+
+/** Binds a compiled function to the `require` and `import()` its code sees. */
+export type FunctionFactory = (
+  requireFn: (id: string) => unknown,
+  importFn: (id: string) => Promise<unknown>,
+) => AnyFunction;
 
 /**
- * Compiles shipped source into a function whose free `require` is
- * `requireFn`. Compilation errors carry a filename naming the function.
+ * Compiles shipped source. The result binds the function's free `require`
+ * and its `import()` calls (which the master rewrote to
+ * `__tendril_import(...)`) per call, so one compilation serves every base
+ * directory. Compilation errors carry a filename naming the function.
  * @throws SyntaxError when the source does not compile.
  */
-export function compileFunction(source: string, requireFn: (id: string) => unknown): AnyFunction {
+export function compileFunction(source: string): FunctionFactory {
   const hit = compiled.get(source);
   if (hit) return hit;
   const name = /^(?:async\s+)?function\s*\*?\s*([\w$]+)/.exec(source)?.[1] ?? 'anonymous';
-  const wrapper = vm.runInThisContext(`(function (require) { return (${source}\n); })`, {
+  const factory = vm.runInThisContext(`(function (require, __tendril_import) { return (${source}\n); })`, {
     filename: `tendril-call:${name}`,
-  }) as (req: typeof requireFn) => AnyFunction;
-  const fn = wrapper(requireFn);
+  }) as FunctionFactory;
   if (compiled.size >= MAX_CACHED) compiled.delete(compiled.keys().next().value as string);
-  compiled.set(source, fn);
-  return fn;
+  compiled.set(source, factory);
+  return factory;
 }

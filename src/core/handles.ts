@@ -25,6 +25,9 @@ export const CONNECT = 9;
 /** Stop a child of this context: graceful, then SIGTERM, then SIGKILL. Parent authority only. */
 export const STOP_CHILD = 10;
 
+/** Report this context's module forwarding counters. Parent authority only. */
+export const MODULE_STATS = 11;
+
 /** Lowest handle number handed out for receivers. */
 export const FIRST_DYNAMIC_HANDLE = 1000;
 
@@ -40,4 +43,5 @@ export const HANDLE_NAMES: Readonly<Record<number, string>> = {
   [BOOT]: 'BOOT',
   [CONNECT]: 'CONNECT',
   [STOP_CHILD]: 'STOP_CHILD',
+  [MODULE_STATS]: 'MODULE_STATS',
 };

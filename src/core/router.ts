@@ -8,6 +8,7 @@ import {
   TimeoutError,
 } from './errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
+import { functionSource } from './function-source.js';
 import { ADD_ROUTE, DEL_ROUTE, FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './handles.js';
 import { type LogRecord, logger } from './log.js';
 import { FLAG_DEAD, MAX_ID, Message } from './message.js';
@@ -20,6 +21,14 @@ const debug = logger('router');
  * arrived on, or undefined when it was sent from this context.
  */
 export type Policy = (message: Message, stream: Stream | undefined) => boolean;
+
+/** A function as it is shipped. */
+export interface PreparedCall {
+  /** Source text of a function expression. */
+  source: string;
+  /** Specifiers it requires literally, resolved from the call's base before it runs. */
+  preload: string[];
+}
 
 /** Options of `Router.addHandler`. */
 export interface HandlerOptions {
@@ -72,8 +81,8 @@ export interface RouterEvents {
 
 /** A refused or dropped message, reported through the router's `warning` event. */
 export interface RouterWarning {
-  /** Kind of problem: `'forged-id'`, `'policy'`, `'bad-route'` or `'handler'`. */
-  code: 'forged-id' | 'policy' | 'bad-route' | 'handler';
+  /** Kind of problem: `'forged-id'`, `'policy'`, `'bad-route'`, `'handler'` or `'module-refused'`. */
+  code: 'forged-id' | 'policy' | 'bad-route' | 'handler' | 'module-refused';
   /** What happened, naming the contexts involved. */
   message: string;
 }
@@ -152,6 +161,25 @@ export class Router extends EventEmitter<RouterEvents> {
   /** Records a context's name for messages and errors. */
   setName(contextId: number, name: string): void {
     this.names.set(contextId, name);
+  }
+
+  /**
+   * How a function is shipped: its source, with `import()` calls rewritten
+   * for the receiving context, and the specifiers it requires literally
+   * (fetched before it runs). The master overrides this to analyse sources.
+   * @throws TypeError as `functionSource`.
+   */
+  prepareCall(fn: Parameters<typeof functionSource>[0]): PreparedCall {
+    return { source: functionSource(fn), preload: [] };
+  }
+
+  /**
+   * Records that calls may load modules from `location` (a base directory,
+   * or a module path the program named) and returns it. The master
+   * overrides this to extend the roots its module responder serves.
+   */
+  trustModuleOrigin(location: string): string {
+    return location;
   }
 
   /** The stream a descendant is reached through, if it is known. */

@@ -26,6 +26,8 @@ export interface Runtime {
   readonly firstStage: string;
   /** `debug` namespaces enabled in the master, passed on to new children. */
   readonly debugNamespaces: string;
+  /** Directory (on the master) shipped functions resolve `require()` from by default. */
+  readonly moduleBase: string;
   /** Receives output lines of this context's children. */
   readonly onChildLog: (record: LogRecord) => void;
 }
@@ -46,6 +48,10 @@ export interface BootConfig {
   debug: string;
   /** The first stage's source, so the child can start children of its own. */
   firstStage: string;
+  /** Directory (on the master) that shipped functions' `require()` resolves from by default. */
+  moduleBase: string;
+  /** Prefer packages installed on the target over shipping the master's copy. */
+  preferTargetModules: boolean;
 }
 
 /** A CONNECT request: start a child from the receiving context (the `via` option). */

@@ -34,6 +34,17 @@ export interface StreamOptions {
   maxMessageSize: number;
 }
 
+/**
+ * Direct, non-event-loop access to a stream's descriptors, for a child that
+ * must wait for a reply synchronously (a `require()` of a module it lacks).
+ */
+export interface BlockingIo {
+  /** Reads into `buffer`: bytes read, 0 at end of stream, -1 when nothing is available yet. */
+  read(buffer: Buffer): number;
+  /** Writes from `data`: bytes written, or -1 when the descriptor cannot take any now. */
+  write(data: Uint8Array): number;
+}
+
 /** Anything with Node's handle ref counting (sockets, pipes). */
 interface Refable {
   ref?: () => unknown;
@@ -59,6 +70,9 @@ export class Stream extends EventEmitter<StreamEvents> {
   private readonly output: Writable;
   private readonly decoder: FrameDecoder;
   private closeReason: string | undefined;
+  /** Messages that arrived during a blocking request, delivered once it is over. */
+  private deferred: Message[] = [];
+  private blocking = false;
 
   /** Starts reading `options.input` at once. */
   constructor(options: StreamOptions) {
@@ -110,6 +124,83 @@ export class Stream extends EventEmitter<StreamEvents> {
     return true;
   }
 
+  /**
+   * Sends `message` and waits for the reply synchronously, without the
+   * event loop: the one way a synchronous `require()` can fetch a module.
+   * Other messages that arrive meanwhile are kept and delivered, in order,
+   * from the event loop afterwards; the stream does not read on its own
+   * until they have been.
+   * @param isReply picks the reply out of the incoming messages.
+   * @param timeoutMs how long to wait, in ms.
+   * @throws StreamError when the stream is closed, ends, or cannot take the
+   *   request without reordering bytes already queued for writing.
+   * @throws TimeoutError-like Error when no reply comes within `timeoutMs`.
+   */
+  blockingRequest(message: Message, io: BlockingIo, isReply: (m: Message) => boolean, timeoutMs: number): Message {
+    if (this.closeReason !== undefined) throw new StreamError(`stream to ${this.name} is closed: ${this.closeReason}`);
+    const output = this.output as Writable & { _handle?: { writeQueueSize?: number } };
+    // Bytes queued in the socket would be overtaken by a direct write, tearing a frame.
+    if (output.writableLength > 0 || (output._handle?.writeQueueSize ?? 0) > 0) {
+      throw new StreamError(`stream to ${this.name} has unsent data queued, so a blocking request cannot be sent now`);
+    }
+    if (!this.blocking) {
+      this.blocking = true;
+      this.input.off('data', this.onData);
+      this.input.pause();
+      setImmediate(() => this.endBlocking());
+    }
+    let reply: Message | undefined;
+    const collect = (incoming: Message) => {
+      this.stats.messagesIn++;
+      if (reply === undefined && isReply(incoming)) reply = incoming;
+      else this.deferred.push(incoming);
+    };
+    const deadline = Date.now() + timeoutMs;
+    for (const part of encodeFrame(message)) {
+      let offset = 0;
+      while (offset < part.length) {
+        const n = io.write(part.subarray(offset));
+        if (n < 0) {
+          if (Date.now() > deadline)
+            throw new StreamError(`stream to ${this.name} did not accept a request for ${timeoutMs} ms`);
+          sleep(1);
+        } else offset += n;
+      }
+      this.stats.bytesOut += part.length;
+    }
+    this.stats.messagesOut++;
+    // What the socket had already read but not handed over comes first.
+    for (let chunk = this.input.read() as Buffer | null; chunk !== null; chunk = this.input.read() as Buffer | null) {
+      this.stats.bytesIn += chunk.length;
+      this.decoder.push(chunk, collect);
+    }
+    while (reply === undefined) {
+      const buffer = Buffer.allocUnsafe(64 * 1024);
+      const n = io.read(buffer);
+      if (n === 0) {
+        this.close('end of stream');
+        throw new StreamError(`stream to ${this.name} ended while waiting for a reply`);
+      }
+      if (n < 0) {
+        if (Date.now() > deadline) throw new Error(`no reply from ${this.name} within ${timeoutMs} ms`);
+        sleep(1);
+        continue;
+      }
+      this.stats.bytesIn += n;
+      this.decoder.push(buffer.subarray(0, n), collect);
+    }
+    return reply;
+  }
+
+  private endBlocking(): void {
+    // Handlers may start further blocking requests; those add to the queue being drained.
+    while (this.deferred.length > 0) this.onMessage(this.deferred.shift() as Message, this);
+    this.blocking = false;
+    if (this.closeReason !== undefined) return;
+    this.input.on('data', this.onData);
+    this.input.resume();
+  }
+
   /** Keeps the event loop alive while the stream is open (the default for readable pipes). */
   ref(): void {
     (this.input as Refable).ref?.();
@@ -147,4 +238,10 @@ export class Stream extends EventEmitter<StreamEvents> {
       else throw error;
     }
   };
+}
+
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+/** Blocks the thread for `ms` milliseconds. */
+function sleep(ms: number): void {
+  Atomics.wait(sleeper, 0, 0, ms);
 }

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 /**
  * Files produced by `bootstrap/build.mjs` next to the compiled sources:
@@ -18,6 +19,11 @@ export function bootstrapAssets(): { coreBundle: Uint8Array; firstStage: string 
     };
   }
   return cache;
+}
+
+/** Path of a file in the built bootstrap folder. */
+export function assetPath(name: string): string {
+  return fileURLToPath(new URL(name, ROOT));
 }
 
 /** A file from the built bootstrap folder. */

@@ -10,14 +10,19 @@ import { encode } from '../core/codec.js';
 import { Context } from '../core/context.js';
 import { CallError, ChannelError, type RemoteErrorInfo } from '../core/errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
+import { functionSource } from '../core/function-source.js';
 import { CONNECT, FORWARD_LOG } from '../core/handles.js';
 import type { LogRecord } from '../core/log.js';
-import { Router as CoreRouter } from '../core/router.js';
+import { Router as CoreRouter, type PreparedCall } from '../core/router.js';
 import type { ConnectRequest, ReadyInfo, Runtime } from '../core/runtime.js';
 import type { Stream } from '../core/stream.js';
 import { bootstrapAssets } from './assets.js';
 import { IdAllocator } from './id-allocator.js';
-import { ModuleResponder } from './module-responder.js';
+import { ModuleResponder, type ResponderStats } from './module-responder.js';
+import { parseModule, renameDynamicImports } from './module-source.js';
+
+/** `require('x')` with a literal specifier. */
+const LITERAL_REQUIRE = /\brequire\s*\(\s*(['"`])([^'"`$\\]+)\1\s*\)/g;
 
 /** Options of the master's `Router`. */
 export interface RouterOptions {
@@ -33,6 +38,13 @@ export interface RouterOptions {
    * after SIGTERM, before SIGKILL. Default 2000.
    */
   shutdownGrace?: number;
+  /**
+   * Directories whose files children may be sent besides those served by
+   * default: the package of the working directory, of every call `base` and
+   * module passed to `context.import()`, packages those require by name,
+   * and tendril itself.
+   */
+  moduleRoots?: string[];
 }
 
 /** Where a new context is started from. */
@@ -73,6 +85,8 @@ export class Router extends CoreRouter {
   private readonly logDebuggers = new Map<string, createDebug.Debugger>();
   private closing: Promise<void> | undefined;
   private codeCache: { data: Uint8Array | undefined } | undefined;
+  private readonly responder: ModuleResponder;
+  private readonly prepared = new Map<string, PreparedCall>();
 
   /**
    * @throws Error when tendril's bootstrap files are missing (the package was not built).
@@ -86,7 +100,9 @@ export class Router extends CoreRouter {
     const assets = bootstrapAssets();
     this.broker = new Broker(this, options.shutdownGrace ?? DEFAULT_SHUTDOWN_GRACE);
     this.ids = new IdAllocator(this);
-    new ModuleResponder(this);
+    this.responder = new ModuleResponder(this, (message) => this.warn('module-refused', message));
+    for (const root of options.moduleRoots ?? []) this.responder.trust(root);
+    const moduleBase = this.responder.trust(process.cwd());
     this.runtime = {
       router: this,
       broker: this.broker,
@@ -98,6 +114,7 @@ export class Router extends CoreRouter {
       },
       firstStage: assets.firstStage,
       debugNamespaces: process.env.DEBUG ?? '',
+      moduleBase,
       onChildLog: (record) => this.emitLog(record),
     };
     this.addHandler((message, stream) => this.onForwardLog(message.unpack(), stream), {
@@ -131,6 +148,8 @@ export class Router extends CoreRouter {
     const { via, ...rest } = options;
     if (via === undefined) {
       const info = await bootstrap(this.runtime, method, rest as unknown as O);
+      // Module analysis starts its helper now, after the child is up, not competing with its start.
+      setImmediate(() => this.responder.warm());
       return new Context(this, info.id, info.name, this.id, info);
     }
     if (methods[method.name] !== method) {
@@ -155,8 +174,9 @@ export class Router extends CoreRouter {
    */
   shutdown(): Promise<void> {
     if (!this.closing) {
-      this.closing = this.broker.shutdown().then(() => {
+      this.closing = this.broker.shutdown().then(async () => {
         this.closeHandlers(new ChannelError(this.name, this.id, 'the router was shut down'));
+        await this.responder.close();
       });
     }
     return this.closing;
@@ -165,6 +185,45 @@ export class Router extends CoreRouter {
   /** `await using router = new Router()` shuts it down at the end of the scope. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.shutdown();
+  }
+
+  /**
+   * Module forwarding counters of the master: requests answered, files and
+   * bytes sent, files read from disk, refusals; in total and per context
+   * that asked. (Each context's own counters: `context.moduleStats()`.)
+   */
+  moduleStats(): ResponderStats {
+    return this.responder.stats();
+  }
+
+  /**
+   * Ships `fn` with every `import(...)` in it renamed `__tendril_import(...)`
+   * (served by module forwarding) and its literal `require('x')` specifiers
+   * listed, so the context fetches them in one round trip before it runs.
+   */
+  override prepareCall(fn: Parameters<CoreRouter['prepareCall']>[0]): PreparedCall {
+    const source = functionSource(fn);
+    let prepared = this.prepared.get(source);
+    if (!prepared) {
+      let rewritten = source;
+      try {
+        // Parsed as a module with the function as an expression statement; positions shift by one.
+        const [imports] = parseModule(`(${source}\n)`);
+        rewritten = renameDynamicImports(`(${source}\n)`, imports).slice(1, -2);
+      } catch {
+        // Unparsable here means unparsable there too; the context reports it.
+      }
+      const preload = [...new Set([...source.matchAll(LITERAL_REQUIRE)].map((match) => match[2] as string))];
+      prepared = { source: rewritten, preload };
+      if (this.prepared.size >= 1000) this.prepared.delete(this.prepared.keys().next().value as string);
+      this.prepared.set(source, prepared);
+    }
+    return prepared;
+  }
+
+  /** Lets children be sent modules from the package `location` is in. */
+  override trustModuleOrigin(location: string): string {
+    return this.responder.trust(location);
   }
 
   /** Only IDs the master handed to a stream's subtree may be announced through it. */

@@ -1,10 +1,14 @@
 /**
- * Loaded before every test file (see test/run.mjs). After each test it
- * checks that the test left nothing behind: no process started during the
- * run is still alive, no file descriptor (pipe, socket) the test opened is
- * still open, and no timer or handle still keeps the event loop alive. A
- * leak fails the test that caused it; leftover processes are then killed
- * so the next test starts clean.
+ * Loaded before every test file (see test/run.mjs). It checks that tests
+ * leave nothing behind: no process started during the run still alive, no
+ * file descriptor (pipe, socket) still open, no timer or handle keeping the
+ * event loop alive.
+ *
+ * After each test, what the test added is noted. A suite may own resources
+ * across its tests (a router started in `before` and shut down in `after`),
+ * so the verdict comes when the file ends: anything still there then, compared
+ * with the start of the file, fails the run, naming the test that first
+ * left it. Leftover processes are then killed.
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
@@ -93,27 +97,37 @@ beforeEach(() => {
   before = snapshot();
 });
 
-afterEach(() => check(before));
+/** What each test left behind when it ended, by test name. */
+const leftBehind: string[] = [];
 
-// Suite-level hooks (`before`/`after`) start and stop shared contexts outside
-// any one test; this catches what they leave behind.
+afterEach(async (context) => {
+  const problems = await settledLeaks(before, 300);
+  if (problems.length > 0) leftBehind.push(`after "${context.name}": ${problems.join('; ')}`);
+});
+
 const atStart = snapshot();
-after(() => check(atStart));
-
-async function check(before: Snapshot): Promise<void> {
-  const deadline = Date.now() + SETTLE_MS;
-  let problems = leaks(before);
-  while (problems.length > 0 && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
-    problems = leaks(before);
-  }
+after(async () => {
+  const problems = await settledLeaks(atStart, SETTLE_MS);
   if (problems.length === 0) return;
-  for (const { pid } of markedProcesses().filter((p) => !before.pids.has(p.pid))) {
+  for (const { pid } of markedProcesses().filter((p) => !atStart.pids.has(p.pid))) {
     try {
       process.kill(pid, 'SIGKILL');
     } catch {
       // Already gone.
     }
   }
-  throw new Error(`the test leaked resources:\n  ${problems.join('\n  ')}`);
+  throw new Error(
+    `tests leaked resources:\n  ${problems.join('\n  ')}\nfirst seen:\n  ${leftBehind.join('\n  ') || '(in a suite hook)'}`,
+  );
+});
+
+/** Leaks relative to `before`, once exits and closes already under way have had time to finish. */
+async function settledLeaks(before: Snapshot, settleMs: number): Promise<string[]> {
+  const deadline = Date.now() + settleMs;
+  let problems = leaks(before);
+  while (problems.length > 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    problems = leaks(before);
+  }
+  return problems;
 }

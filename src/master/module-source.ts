@@ -1,0 +1,131 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import * as esModuleLexer from 'es-module-lexer';
+
+// The WebAssembly lexer is far faster than its asm.js twin, but must be compiled first.
+await esModuleLexer.init;
+
+import { transform } from 'esbuild';
+import type { FileRecord } from '../core/module-protocol.js';
+
+/** A file as it is shipped, before its dependencies are attached. */
+export type ShippedSource = Pick<FileRecord, 'format' | 'source'>;
+
+/**
+ * Reads module files and turns them into what a child evaluates: CommonJS
+ * as is, ES modules converted to CommonJS by esbuild, JSON as text. Every
+ * `import(...)` call is renamed `__tendril_import(...)` in place (same
+ * line), so a child serves dynamic imports from the master rather than
+ * from its own disk. Results are cached per path for the master's life.
+ */
+export class ModuleSources {
+  private readonly cache = new Map<string, Promise<ShippedSource>>();
+  private readonly packageTypes = new Map<string, string | undefined>();
+
+  /** The shipped form of the file at `path`. Never rejects: problems become `format: 'error'`. */
+  get(path: string): Promise<ShippedSource> {
+    let source = this.cache.get(path);
+    if (!source) {
+      source = this.load(path);
+      this.cache.set(path, source);
+    }
+    return source;
+  }
+
+  /** Bytes read from disk so far, for stats. */
+  filesRead = 0;
+
+  private async load(path: string): Promise<ShippedSource> {
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+      this.filesRead++;
+    } catch (error) {
+      return { format: 'error', source: `cannot read ${path}: ${(error as Error).message}` };
+    }
+    if (path.endsWith('.json')) return { format: 'json', source: text };
+    // A shebang is not JavaScript; keep the line, so line numbers still match the file.
+    if (text.startsWith('#!')) text = `//${text.slice(2)}`;
+    let isModule = path.endsWith('.mjs') || (path.endsWith('.js') && this.packageType(path) === 'module');
+    try {
+      const [imports, , , hasModuleSyntax] = esModuleLexer.parse(text, path);
+      if (!path.endsWith('.cjs') && !isModule && hasModuleSyntax && this.packageType(path) === undefined) {
+        isModule = true; // Node's syntax detection for .js files in packages without a "type".
+      }
+      text = renameDynamicImports(text, imports);
+    } catch {
+      // The lexer gave up (unusual CommonJS syntax); ship as is, and let the real parser judge.
+    }
+    if (!isModule) return { format: 'cjs', source: text };
+    try {
+      const result = await transform(text, {
+        format: 'cjs',
+        platform: 'node',
+        target: 'esnext',
+        loader: 'js',
+        sourcefile: path,
+        define: { 'import.meta': '__tendril_meta' },
+        logLevel: 'silent',
+      });
+      return { format: 'cjs', source: result.code };
+    } catch (error) {
+      return { format: 'error', source: describeBuildError(error, path) };
+    }
+  }
+
+  /** The `type` of the nearest package.json above `path`. */
+  private packageType(path: string): string | undefined {
+    let dir = dirname(path);
+    const visited: string[] = [];
+    for (;;) {
+      if (this.packageTypes.has(dir)) break;
+      visited.push(dir);
+      const manifest = join(dir, 'package.json');
+      if (existsSync(manifest)) {
+        let type: string | undefined;
+        try {
+          type = (JSON.parse(readFileSync(manifest, 'utf8')) as { type?: string }).type;
+        } catch {
+          type = undefined;
+        }
+        this.packageTypes.set(dir, type);
+        break;
+      }
+      const parent = dirname(dir);
+      if (parent === dir) {
+        this.packageTypes.set(dir, undefined);
+        break;
+      }
+      dir = parent;
+    }
+    const type = this.packageTypes.get(dir);
+    for (const seen of visited) this.packageTypes.set(seen, type);
+    return type;
+  }
+}
+
+/** The lexer's parse, ready to use synchronously. */
+export const parseModule = esModuleLexer.parse;
+
+/** Renames the `import` keyword of every dynamic `import(...)` to `__tendril_import`. */
+export function renameDynamicImports(text: string, imports: readonly esModuleLexer.Import[]): string {
+  let out = '';
+  let last = 0;
+  for (const entry of imports) {
+    if (entry.type !== 'dynamic') continue;
+    out += `${text.slice(last, entry.importStart)}__tendril_import`;
+    last = entry.importStart + 'import'.length;
+  }
+  return last === 0 ? text : out + text.slice(last);
+}
+
+/** `file:line:column: message` for the first esbuild error, or the error's message. */
+export function describeBuildError(error: unknown, fallbackFile: string): string {
+  const first = (error as { errors?: { text: string; location?: { file: string; line: number; column: number } }[] })
+    .errors?.[0];
+  if (!first) return `${fallbackFile}: ${(error as Error).message}`;
+  const where = first.location
+    ? `${first.location.file}:${first.location.line}:${first.location.column + 1}`
+    : fallbackFile;
+  return `${where}: ${first.text}`;
+}
