@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Router } from 'tendril';
 import { benchModules } from './modules.js';
 import { median, row } from './report.js';
+import { benchSsh } from './ssh.js';
 
 function spawnNodeE0(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -81,3 +82,6 @@ row(
 
 console.log('\nmodule forwarding, on a target with none of the packages');
 await benchModules();
+
+console.log('\nssh and sudo, against a loopback sshd');
+await benchSsh();

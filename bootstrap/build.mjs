@@ -60,13 +60,25 @@ async function bundle(entry, globalName, plugins, format = 'iife') {
     write: false,
     logLevel: 'warning',
     plugins,
+    // Packages the connection layer uses reach children by module forwarding, not inside the bundle.
+    external: ['ssh2', 'ssh-config'],
   });
   return result.outputFiles[0].text;
 }
 
 // First stage: minified, with the core size left as a placeholder.
 const stageSource = readFileSync(join(root, 'bootstrap', 'first-stage.js'), 'utf8');
-const stage = (await esbuild.transform(stageSource, { minify: true, target })).code.trim();
+// Identifiers and whitespace are minified, but not syntax: that would turn
+// `false` into `!1`, and a `!` breaks csh-family login shells' quoting.
+const stage = (
+  await esbuild.transform(stageSource, {
+    minifyWhitespace: true,
+    minifyIdentifiers: true,
+    target,
+    supported: { 'template-literal': false },
+  })
+).code.trim();
+if (/[!\n']/.test(stage)) throw new Error(`the first stage must not contain ! or ' or a newline: ${stage}`);
 writeFileSync(join(out, 'first-stage.js'), `${stage}\n`);
 
 // Core: evaluates to a function of the child's require, returning the core's exports.

@@ -7,24 +7,36 @@
 
 export type { CommonOptions } from './connection/bootstrap.js';
 export { DEFAULT_CONNECT_TIMEOUT } from './connection/bootstrap.js';
+export type { DoasOptions } from './connection/doas.js';
 export type { LocalOptions } from './connection/local.js';
 export { local as localMethod } from './connection/local.js';
 export type { ConnectionMethod, Transport } from './connection/method.js';
+export type { OpensshOptions } from './connection/openssh.js';
+export type { HostKeyPolicy, SshOptions } from './connection/ssh.js';
+export type { SuOptions } from './connection/su.js';
+export type { SudoOptions } from './connection/sudo.js';
 export type { ChildProcessHandle, ExitStatus } from './core/broker.js';
 export { Broker, DEFAULT_SHUTDOWN_GRACE } from './core/broker.js';
 export type { CallOptions, ContextInfo, RemoteModule, ShutdownOptions } from './core/context.js';
 export { Context } from './core/context.js';
 export type { RemoteErrorInfo } from './core/errors.js';
 export {
+  AuthenticationError,
   BootstrapError,
   CallError,
   ChannelError,
+  ConnectionRefusedError,
   ConnectTimeoutError,
   ContextDisconnectedError,
+  HostKeyError,
+  InterpreterError,
   MessageTooLargeError,
+  NotAllowedError,
+  PasswordError,
   StreamError,
   TendrilError,
   TimeoutError,
+  UnknownHostError,
   UnsupportedValueError,
 } from './core/errors.js';
 export { DEFAULT_MAX_MESSAGE_SIZE } from './core/framing.js';

@@ -1,12 +1,14 @@
+import { randomBytes } from 'node:crypto';
 import { describeExit } from '../core/broker.js';
 import { encode } from '../core/codec.js';
-import { BootstrapError, ConnectTimeoutError } from '../core/errors.js';
+import { BootstrapError, ConnectTimeoutError, InterpreterError } from '../core/errors.js';
 import { BOOT } from '../core/handles.js';
 import { LineSplitter, logger } from '../core/log.js';
 import type { BootConfig, ReadyInfo, Runtime } from '../core/runtime.js';
 import { Stream } from '../core/stream.js';
-import { bootstrapArgv, bootstrapPayload, firstStage } from './first-stage.js';
-import type { ConnectionMethod, Transport } from './method.js';
+import { bootstrapPayload, firstStage, HELLO } from './first-stage.js';
+import type { ConnectionMethod, Session, Transport } from './method.js';
+import { bootstrapArgv } from './shell.js';
 
 const debug = logger('bootstrap');
 
@@ -21,18 +23,20 @@ const EXIT_SETTLE = 500;
 
 /** Options every connection method accepts. */
 export interface CommonOptions {
-  /** Name of the new context in logs and errors. Default: `<method>.<pid>`. */
+  /** Name of the new context in logs and errors. Default: `<method>.<pid>` or `<method>:<host>`. */
   name?: string;
   /**
    * Milliseconds from the start of the connection until the child must be
-   * ready; past it the child is killed and reaped and the connection fails
-   * with `ConnectTimeoutError`. Default 30000.
+   * ready, across every hop and prompt; past it the child is killed and
+   * reaped and the connection fails with `ConnectTimeoutError`. Default 30000.
    */
   connectTimeout?: number;
   /**
    * The Node interpreter on the target: a path or command name, or an argv
-   * prefix such as `['nice', '-n', '10', 'node']`. Default: the method's
-   * choice (for `local`, the same binary as the starting context).
+   * prefix such as `['nice', '-n', '10', 'node']`. Default: for `local`, the
+   * same binary as the starting context; for other methods, the first found
+   * of `node` and `nodejs` on PATH, nvm, volta and fnm installs, and the
+   * usual prefixes (see docs/connection-methods.md).
    */
   nodePath?: string | string[];
   /**
@@ -42,17 +46,27 @@ export interface CommonOptions {
    * against the versions it was written for.
    */
   preferTargetModules?: boolean;
+  /**
+   * Where to look for Node when `nodePath` is not given and the method
+   * looks on the target: shell words, tried in order (globs and `"$HOME"`
+   * allowed). Default: `NODE_CANDIDATES` (PATH's node and nodejs, nvm,
+   * volta, fnm, /usr/local/bin, /opt/homebrew/bin, /usr/bin, /opt/node*,
+   * /snap/bin).
+   */
+  nodeCandidates?: string[];
 }
 
 /**
  * Starts a child context with `method` from the context `runtime` belongs
- * to: spawns the target, sends the core and the BOOT configuration, and
- * waits until the child reports ready. The child's output becomes log
- * records; its process is handed to the broker.
+ * to: spawns the target, answers its prompts, sends the core and the BOOT
+ * configuration, and waits until the child reports ready. The child's
+ * output becomes log records; its process is handed to the broker.
  *
  * @returns what the child reported about itself.
- * @throws BootstrapError when the child exits or fails before it is ready,
- *   quoting its last output.
+ * @throws BootstrapError (or a subclass: PasswordError, NotAllowedError,
+ *   AuthenticationError, HostKeyError, ConnectionRefusedError,
+ *   UnknownHostError, InterpreterError) when the child fails before it is
+ *   ready, quoting its last output.
  * @throws ConnectTimeoutError when it is not ready within `connectTimeout`.
  * @throws RangeError when `connectTimeout` is not a positive number.
  */
@@ -67,20 +81,23 @@ export async function bootstrap<O extends CommonOptions>(
     throw new RangeError(`connectTimeout must be a positive number of milliseconds, got ${timeout}`);
   }
   const started = Date.now();
+  const deadline = started + timeout;
   const ids = await runtime.ids.allocateChild();
   const node = options.nodePath === undefined ? method.defaultNode(options) : ([] as string[]).concat(options.nodePath);
   const stage = firstStage(runtime.firstStage, runtime.coreBundle.length);
+  const session: Session = { name: options.name ?? method.name, token: randomBytes(8).toString('hex'), deadline };
+
   let transport: Transport;
+  const starting = Promise.resolve(method.start(bootstrapArgv(node, stage, options.nodeCandidates), options, session));
   try {
-    transport = await method.start(bootstrapArgv(node, stage), options);
+    transport = await withDeadline(starting, deadline, () => new ConnectTimeoutError(session.name, timeout, ''));
   } catch (error) {
-    throw new BootstrapError(
-      options.name ?? method.name,
-      `${method.name} could not start: ${(error as Error).message}`,
-      '',
-    );
+    // A transport that comes up after the deadline is closed at once.
+    starting.then((late) => late.process.kill('SIGKILL')).catch(() => {});
+    if (error instanceof BootstrapError) throw error;
+    throw new BootstrapError(session.name, `${method.name} could not start: ${(error as Error).message}`, '');
   }
-  const name = options.name ?? `${method.name}.${transport.process.pid ?? ids.id}`;
+  const name = options.name ?? transport.name ?? `${method.name}.${transport.process.pid ?? ids.id}`;
   debug('%s: starting %s (id %d) %s', router.name, name, ids.id, transport.where);
 
   const tail: string[] = [];
@@ -98,45 +115,65 @@ export async function bootstrap<O extends CommonOptions>(
     transport.stderr.on('error', () => resolve());
   });
   (transport.stderr as { unref?: () => void }).unref?.();
+  // A target that dies early makes writes fail (EPIPE); its exit is what gets reported.
+  transport.stdin.on('error', (error) => debug('%s: writing to %s failed: %s', router.name, name, error.message));
+  transport.stdout.on('error', (error) => debug('%s: reading from %s failed: %s', router.name, name, error.message));
 
-  const stream = new Stream({
-    name,
-    input: transport.stdout,
-    output: transport.stdin,
-    maxMessageSize: router.maxMessageSize,
-  });
-  router.addChildStream(stream, ids.id, name);
-  // Made (once) while the new interpreter is still starting, so it costs the child no time.
-  const sameBinary = method.sameMachine === true && node.length === 1 && node[0] === process.execPath;
-  const cache = sameBinary ? runtime.codeCache() : undefined;
-  for (const part of bootstrapPayload(runtime.coreBundle, cache)) transport.stdin.write(part);
-
-  const config: BootConfig = {
-    id: ids.id,
-    name,
-    parentIds: [router.id, ...router.parentIds],
-    maxMessageSize: router.maxMessageSize,
-    idBlock: ids.block,
-    debug: runtime.debugNamespaces,
-    firstStage: runtime.firstStage,
-    moduleBase: runtime.moduleBase,
-    preferTargetModules: options.preferTargetModules === true,
+  const sameBinary = method.sameMachine === true && node?.length === 1 && node[0] === process.execPath;
+  const sendCore = () => {
+    // Made (once) while the new interpreter is still starting, so it costs the child no time.
+    const cache = sameBinary ? runtime.codeCache() : undefined;
+    for (const part of bootstrapPayload(runtime.coreBundle, cache)) transport.stdin.write(part);
   };
-  const remaining = Math.max(0, timeout - (Date.now() - started));
+  const conversation = method.conversation?.(options, { ...session, name });
+  // Without prompts to answer the core goes at once, overlapping the interpreter's start.
+  if (!conversation) sendCore();
+
   // Why the child died, once its process has exited and its last output is in.
-  const ended = async (): Promise<string> => {
+  const ended = async (): Promise<BootstrapError> => {
     const status = await transport.process.exited;
     await within(outputDone, OUTPUT_SETTLE, undefined);
-    return `${transport.where} process ended before it was ready (${describeExit(status)})`;
+    return explain(
+      transport,
+      name,
+      `${transport.where} process ended before it was ready (${describeExit(status)})`,
+      tail,
+    );
   };
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ConnectTimeoutError(name, timeout, '')), remaining);
+    timer = setTimeout(() => reject(new ConnectTimeoutError(name, timeout, '')), Math.max(0, deadline - Date.now()));
   });
+  timedOut.catch(() => {});
+  let stream: Stream | undefined;
   try {
+    const leftover = await Promise.race([
+      converse(transport, conversation, sendCore),
+      ended().then((error) => Promise.reject(error)),
+      timedOut,
+    ]);
+    stream = new Stream({
+      name,
+      input: transport.stdout,
+      output: transport.stdin,
+      maxMessageSize: router.maxMessageSize,
+    });
+    router.addChildStream(stream, ids.id, name);
+    if (leftover.length > 0) stream.receive(leftover);
+    const config: BootConfig = {
+      id: ids.id,
+      name,
+      parentIds: [router.id, ...router.parentIds],
+      maxMessageSize: router.maxMessageSize,
+      idBlock: ids.block,
+      debug: runtime.debugNamespaces,
+      firstStage: runtime.firstStage,
+      moduleBase: runtime.moduleBase,
+      preferTargetModules: options.preferTargetModules === true,
+    };
     const reply = await Promise.race([
       router.request(ids.id, BOOT, encode(config), { what: 'bootstrap' }),
-      ended().then((why) => Promise.reject(new BootstrapError(name, why, tail.join('\n')))),
+      ended().then((error) => Promise.reject(error)),
       timedOut,
     ]);
     const info = reply.unpack() as ReadyInfo;
@@ -163,17 +200,77 @@ export async function bootstrap<O extends CommonOptions>(
     }
     // The stream failed first (the child closed it, or wrote garbage); the
     // process is usually exiting too, and its status says more.
-    const why = await within(ended(), EXIT_SETTLE, (error as Error).message);
-    await abandon(transport, stream, why);
-    throw new BootstrapError(name, why, tail.join('\n'));
+    const reason = await within(ended(), EXIT_SETTLE, undefined);
+    await abandon(transport, stream, reason?.message ?? (error as Error).message);
+    throw reason ?? new BootstrapError(name, (error as Error).message, tail.join('\n'));
   } finally {
     clearTimeout(timer);
   }
 }
 
+/**
+ * Waits for the first stage's hello on the target's stdout, answering
+ * prompts meanwhile; sends the core once it may. Resolves with bytes that
+ * followed the hello (the start of the child's first message).
+ */
+function converse(
+  transport: Transport,
+  conversation: ReturnType<NonNullable<ConnectionMethod<unknown>['conversation']>>,
+  sendCore: () => void,
+): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
+    let seen = '';
+    const onPrompt = (chunk: Buffer) => {
+      seen += chunk.toString('utf8');
+      const reply = conversation?.respond(seen);
+      if (!reply) return;
+      if ('error' in reply) {
+        finish();
+        reject(reply.error);
+        return;
+      }
+      seen = '';
+      (transport.promptInput ?? transport.stdin).write(`${reply.answer}\n`);
+    };
+    let received = Buffer.alloc(0);
+    const onOutput = (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      const at = received.indexOf(HELLO);
+      if (at === -1) return;
+      finish();
+      if (conversation) sendCore();
+      resolve(received.subarray(at + HELLO.length));
+    };
+    const finish = () => {
+      transport.stderr.off('data', onPrompt);
+      transport.stdout.off('data', onOutput);
+    };
+    if (conversation) transport.stderr.on('data', onPrompt);
+    transport.stdout.on('data', onOutput);
+  });
+}
+
+/** The most precise error for a child that died during bootstrap. */
+function explain(transport: Transport, name: string, what: string, tail: string[]): BootstrapError {
+  const output = tail.join('\n');
+  const specific = transport.explain?.(output, what);
+  if (specific) return specific;
+  if (
+    /tendril: no Node\.js interpreter found|is too old; Node 12|: (?:exec: )?[^:\n]*node[^:\n]*: not found/.test(output)
+  ) {
+    return new InterpreterError(name, `no usable Node.js interpreter (${what})`, output);
+  }
+  return new BootstrapError(name, what, output);
+}
+
 /** Kills and reaps a child that failed to start. */
-async function abandon(transport: Transport, stream: Stream, reason: string): Promise<void> {
-  stream.close(`bootstrap failed: ${reason}`);
+async function abandon(transport: Transport, stream: Stream | undefined, reason: string): Promise<void> {
+  stream?.close(`bootstrap failed: ${reason}`);
+  if (!stream) {
+    transport.stdin.destroy();
+    transport.stdout.destroy();
+  }
+  transport.process.ref();
   transport.process.kill('SIGTERM');
   const killer = setTimeout(() => transport.process.kill('SIGKILL'), 1000);
   await transport.process.exited;
@@ -186,4 +283,15 @@ function within<T, F>(promise: Promise<T>, ms: number, fallback: F): Promise<T |
   return Promise.race([promise, new Promise<F>((resolve) => (timer = setTimeout(resolve, ms, fallback)))]).finally(() =>
     clearTimeout(timer),
   );
+}
+
+/** `promise`, or a rejection with `onTimeout()` at `deadline` (ms since the epoch). */
+function withDeadline<T>(promise: Promise<T>, deadline: number, onTimeout: () => Error): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(onTimeout()), Math.max(0, deadline - Date.now()));
+    }),
+  ]).finally(() => clearTimeout(timer));
 }

@@ -1,11 +1,16 @@
 import type { ConnectRequest, ReadyInfo, Runtime } from '../core/runtime.js';
 import { bootstrap } from './bootstrap.js';
+import { doas } from './doas.js';
 import { local } from './local.js';
 import type { ConnectionMethod } from './method.js';
+import { openssh } from './openssh.js';
+import { ssh } from './ssh.js';
+import { su } from './su.js';
+import { sudo } from './sudo.js';
 
 /** Connection methods a context can be asked to use through CONNECT, by name. */
 // biome-ignore lint/suspicious/noExplicitAny: each method has its own options type; requests are checked by the method.
-export const methods: Record<string, ConnectionMethod<any>> = { local };
+export const methods: Record<string, ConnectionMethod<any>> = { local, ssh, openssh, sudo, su, doas };
 
 /**
  * Serves a CONNECT request: starts a child of this context (the `via`

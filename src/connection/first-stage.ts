@@ -1,16 +1,10 @@
-/**
- * The command that starts a child: a POSIX shell moves the stream from
- * fds 0/1 (all that survives ssh, sudo and friends, since sudo closes fds
- * >= 3) to fds 3/4, points fd 0 at /dev/null and fd 1 at fd 2, then execs
- * Node with the first stage. From then on nothing user code writes to
- * stdout or stderr can reach the stream.
- */
+/** The first stage and the bytes a parent writes before the first message. */
 
 /** Placeholder in the first stage for the deflated core's byte count. */
 export const CORE_SIZE_PLACEHOLDER = '__TENDRIL_CORE_SIZE__';
 
-/** Shell script run by `sh -c`; `"$@"` is the Node command and its arguments. */
-export const SHELL_WRAPPER = 'exec "$@" 3<&0 4>&1 </dev/null >&2';
+/** What the first stage writes on fd 4 once it runs: the parent may now send the core. */
+export const HELLO = 'tendril:1\n';
 
 /** The first stage with the core's byte count filled in. */
 export function firstStage(template: string, coreSize: number): string {
@@ -25,12 +19,4 @@ export function bootstrapPayload(core: Uint8Array, cache: Uint8Array | undefined
   const length = Buffer.alloc(4);
   length.writeUInt32BE(cache?.length ?? 0, 0);
   return cache ? [length, core, cache] : [length, core];
-}
-
-/**
- * The argv that starts a child: `sh -c <wrapper> tendril <node...> -e <first stage>`.
- * @param node the interpreter command, e.g. `['/usr/bin/node']` or `['nice', 'node']`.
- */
-export function bootstrapArgv(node: readonly string[], stage: string): string[] {
-  return ['sh', '-c', SHELL_WRAPPER, 'tendril', ...node, '-e', stage];
 }

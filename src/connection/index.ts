@@ -5,7 +5,16 @@
  */
 export * from './bootstrap.js';
 export * from './connect.js';
+export * from './doas.js';
 export * from './first-stage.js';
+export * from './known-hosts.js';
 export * from './local.js';
 export * from './method.js';
+export * from './openssh.js';
 export * from './process.js';
+export * from './prompts.js';
+export * from './shell.js';
+export * from './ssh.js';
+export * from './ssh-config.js';
+export * from './su.js';
+export * from './sudo.js';

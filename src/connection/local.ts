@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type SpawnOptions, spawn } from 'node:child_process';
 import type { CommonOptions } from './bootstrap.js';
 import type { ConnectionMethod, Transport } from './method.js';
 import { processHandle } from './process.js';
@@ -12,6 +12,27 @@ export interface LocalOptions extends CommonOptions {
 }
 
 /**
+ * Runs `argv` on this machine with stdin, stdout and stderr as pipes: the
+ * transport of `local` and of the methods that wrap a local command
+ * (sudo, su, doas).
+ */
+export function spawnTransport(
+  argv: readonly string[],
+  options: Pick<SpawnOptions, 'env' | 'cwd'>,
+  where: string,
+): Transport {
+  const child = spawn(argv[0] as string, argv.slice(1), {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: options.env ?? process.env,
+    ...(options.cwd !== undefined && { cwd: options.cwd }),
+  });
+  const { stdin, stdout, stderr } = child;
+  // With stdio 'pipe' all three exist; the check satisfies the types.
+  if (!stdin || !stdout || !stderr) throw new Error('spawn returned no stdio pipes');
+  return { stdin, stdout, stderr, process: processHandle(child), where };
+}
+
+/**
  * `local`: a child process on the same machine as the context that starts
  * it, running the same Node binary unless `nodePath` says otherwise.
  */
@@ -19,15 +40,5 @@ export const local: ConnectionMethod<LocalOptions> = {
   name: 'local',
   sameMachine: true,
   defaultNode: () => [process.execPath],
-  start(argv, options): Transport {
-    const child = spawn(argv[0] as string, argv.slice(1), {
-      stdio: ['pipe', 'pipe', 'pipe'],
-      env: options.env ?? process.env,
-      ...(options.cwd !== undefined && { cwd: options.cwd }),
-    });
-    const { stdin, stdout, stderr } = child;
-    // With stdio 'pipe' all three exist; the check satisfies the types.
-    if (!stdin || !stdout || !stderr) throw new Error('spawn returned no stdio pipes');
-    return { stdin, stdout, stderr, process: processHandle(child), where: 'local' };
-  },
+  start: (argv, options) => spawnTransport(argv, options as Pick<SpawnOptions, 'env' | 'cwd'>, 'local'),
 };

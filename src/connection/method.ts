@@ -1,9 +1,10 @@
 import type { Readable, Writable } from 'node:stream';
 import type { ChildProcessHandle } from '../core/broker.js';
+import type { BootstrapError } from '../core/errors.js';
 
 /**
  * A started target process. Its stdin and stdout carry the stream (the
- * first stage moves them off fds 0 and 1 before Node runs any user code);
+ * shell wrapper moves them off fds 0 and 1 before Node runs any user code);
  * everything the target writes to stderr, including output of user code,
  * is diagnostic and becomes log records.
  */
@@ -12,12 +13,41 @@ export interface Transport {
   readonly stdin: Writable;
   /** Bytes from the target's stdout: the stream from the child. */
   readonly stdout: Readable;
-  /** The target's stderr: its output, which becomes log records. */
+  /** The target's stderr: its output, which becomes log records, and where prompts appear. */
   readonly stderr: Readable;
   /** The process, as the broker controls it. */
   readonly process: ChildProcessHandle;
   /** Where the process runs, for error messages, e.g. `'local'` or `'ssh web1:22'`. */
   readonly where: string;
+  /** Default name of the context, e.g. `'ssh:deploy@web1'`; otherwise `<method>.<pid>`. */
+  readonly name?: string;
+  /** Where prompts are answered when not on stdin (a terminal the method set up). */
+  readonly promptInput?: Writable;
+  /** Translates a failure of the transport itself (refused, unknown host, ...) into a precise error. */
+  explain?(lastOutput: string, status: string): BootstrapError | undefined;
+}
+
+/** Facts about one connection attempt that a method and its conversation share. */
+export interface Session {
+  /** Name the new context will have. */
+  readonly name: string;
+  /** Random token unique to this attempt, for prompt markers. */
+  readonly token: string;
+  /** When the whole connection must be done (ms since the epoch): `connectTimeout` across every hop. */
+  readonly deadline: number;
+}
+
+/** What to do about output seen while the target starts. */
+export type Reply = { answer: string } | { error: BootstrapError };
+
+/**
+ * Answers the prompts of a method that may ask for a password before the
+ * interpreter runs (sudo, su, doas, ssh through OpenSSH). Output is fed in
+ * as it arrives; after an answer, the text seen so far is dropped.
+ */
+export interface Conversation {
+  /** Looks at the output seen since the last answer; returns what to do, or undefined to keep waiting. */
+  respond(output: string): Reply | undefined;
 }
 
 /**
@@ -30,15 +60,24 @@ export interface ConnectionMethod<Options> {
   readonly name: string;
   /**
    * Starts `argv` (already complete: shell wrapper, Node, first stage).
-   * @throws when the process cannot be started; the error is reported as a BootstrapError.
+   * @throws when the target cannot be reached or started; a BootstrapError is passed on as is.
    */
-  start(argv: string[], options: Options): Transport | Promise<Transport>;
-  /** The interpreter command to run when the options do not name one. */
-  defaultNode(options: Options): string[];
+  start(argv: string[], options: Options, session: Session): Transport | Promise<Transport>;
+  /**
+   * The interpreter command to run when the options do not name one, or
+   * undefined to look for Node on the target (PATH, nvm, usual prefixes).
+   */
+  defaultNode(options: Options): string[] | undefined;
   /**
    * True when the target is this machine (and this user's view of it), so
    * that a child run with `[process.execPath]` is the very same Node binary
    * and can be sent a V8 code cache of the core.
    */
   readonly sameMachine?: boolean;
+  /**
+   * The prompts this attempt may have to answer. When defined, the core is
+   * sent only once the interpreter has announced itself, so a password
+   * prompt can never read it.
+   */
+  conversation?(options: Options, session: Session): Conversation | undefined;
 }

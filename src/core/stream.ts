@@ -201,6 +201,11 @@ export class Stream extends EventEmitter<StreamEvents> {
     this.input.resume();
   }
 
+  /** Handles bytes that were read from `input` before the stream took it over. */
+  receive(chunk: Buffer): void {
+    this.onData(chunk);
+  }
+
   /** Keeps the event loop alive while the stream is open (the default for readable pipes). */
   ref(): void {
     (this.input as Refable).ref?.();

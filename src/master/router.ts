@@ -2,8 +2,13 @@ import { createRequire } from 'node:module';
 import createDebug from 'debug';
 import { bootstrap, type CommonOptions } from '../connection/bootstrap.js';
 import { methods } from '../connection/connect.js';
+import { type DoasOptions, doas } from '../connection/doas.js';
 import { type LocalOptions, local } from '../connection/local.js';
 import type { ConnectionMethod } from '../connection/method.js';
+import { type OpensshOptions, openssh } from '../connection/openssh.js';
+import { type SshOptions, ssh } from '../connection/ssh.js';
+import { type SuOptions, su } from '../connection/su.js';
+import { type SudoOptions, sudo } from '../connection/sudo.js';
 import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
 import { createCodeCache } from '../core/code-cache.js';
 import { encode } from '../core/codec.js';
@@ -136,6 +141,65 @@ export class Router extends CoreRouter {
    */
   local(options: LocalOptions & ViaOption = {}): Promise<Context> {
     return this.connect(local, options);
+  }
+
+  /**
+   * Starts a context on another machine over SSH (the ssh2 library; no
+   * OpenSSH client needed), optionally through jump hosts. Host keys are
+   * checked against known_hosts; `~/.ssh/config` is honoured. See
+   * docs/connection-methods.md for every option.
+   * @throws HostKeyError, AuthenticationError (listing the methods tried),
+   *   PasswordError (a wrong key passphrase), ConnectionRefusedError,
+   *   UnknownHostError, ConnectTimeoutError, InterpreterError (no usable
+   *   Node there, naming the host and every path tried), BootstrapError.
+   */
+  ssh(options: SshOptions & ViaOption): Promise<Context> {
+    return this.connect(ssh, options);
+  }
+
+  /**
+   * Starts a context over the system OpenSSH client, for setups only it
+   * supports (ControlMaster, GSSAPI, certificates, FIDO keys): the user's
+   * whole ssh config applies. Passwords and passphrases reach ssh through
+   * SSH_ASKPASS, never a command line. With `via`, only key or agent
+   * authentication is available.
+   * @throws as `ssh`.
+   */
+  openssh(options: OpensshOptions & ViaOption): Promise<Context> {
+    return this.connect(openssh, options);
+  }
+
+  /**
+   * Starts a context as another account with sudo, on the machine of `via`
+   * (default: the master's). See docs/connection-methods.md.
+   * @param options `username` (default `'root'`), `password`, `preserveEnv`,
+   *   `login`, `sudoArgs`, `sudoPath`, plus the common options and `via`.
+   * @throws PasswordError at once for a wrong or missing password;
+   *   NotAllowedError when the account may not sudo (or sudoers requires a tty);
+   *   the other errors of `local`.
+   */
+  sudo(options: SudoOptions & ViaOption = {}): Promise<Context> {
+    return this.connect(sudo, options);
+  }
+
+  /**
+   * Starts a context as another account with su, answering su's password
+   * prompt. See docs/connection-methods.md.
+   * @param options `username` (default `'root'`), `password` (of that account), `login`, `suPath`, common options, `via`.
+   * @throws PasswordError, NotAllowedError, and the errors of `local`.
+   */
+  su(options: SuOptions & ViaOption = {}): Promise<Context> {
+    return this.connect(su, options);
+  }
+
+  /**
+   * Starts a context as another account with doas. With a password, doas
+   * runs under util-linux `script`, which gives it a terminal for the prompt.
+   * @param options `username` (default `'root'`), `password`, `doasPath`, common options, `via`.
+   * @throws PasswordError, NotAllowedError, and the errors of `local`.
+   */
+  doas(options: DoasOptions & ViaOption = {}): Promise<Context> {
+    return this.connect(doas, options);
   }
 
   /**

@@ -22,14 +22,31 @@ const needle = `TENDRIL_TEST_RUN=${RUN_MARK}`;
 /** How long exits and closes that are already under way get to finish, in ms. */
 const SETTLE_MS = 1500;
 
-/** Processes carrying this run's mark, other than this one. */
+/** UIDs of the test bed's accounts (test/support/testbed.ts): their processes are the suite's too. */
+function testAccountUids(): Set<number> {
+  const uids = new Set<number>();
+  try {
+    for (const line of readFileSync('/etc/passwd', 'latin1').split('\n')) {
+      const [name, , uid] = line.split(':');
+      if (name?.startsWith('tendril-')) uids.add(Number(uid));
+    }
+  } catch {
+    // No passwd file: no test accounts either.
+  }
+  return uids;
+}
+
+/** Processes carrying this run's mark or running as a test account, other than this one. */
 export function markedProcesses(): { pid: number; cmdline: string }[] {
   const found: { pid: number; cmdline: string }[] = [];
+  const accounts = testAccountUids();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
     try {
-      const environ = readFileSync(`/proc/${entry}/environ`, 'latin1');
-      if (!environ.split('\0').includes(needle)) continue;
+      const status = readFileSync(`/proc/${entry}/status`, 'latin1');
+      const uid = Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]);
+      const environ = accounts.has(uid) ? '' : readFileSync(`/proc/${entry}/environ`, 'latin1');
+      if (!accounts.has(uid) && !environ.split('\0').includes(needle)) continue;
       const state = readFileSync(`/proc/${entry}/stat`, 'latin1').split(') ')[1]?.[0];
       if (state === 'Z') continue; // A zombie of someone else's child is not ours to reap.
       const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'latin1').replaceAll('\0', ' ').trim().slice(0, 160);

@@ -10,7 +10,8 @@ export function relay(flags: string[]): ConnectionMethod<LocalOptions> {
   return {
     name: 'relay',
     defaultNode: () => [process.execPath],
-    start: (argv, options) => localMethod.start(['python3', supportFile('relay.py'), ...flags, '--', ...argv], options),
+    start: (argv, options, session) =>
+      localMethod.start(['python3', supportFile('relay.py'), ...flags, '--', ...argv], options, session),
   };
 }
 

@@ -1,0 +1,88 @@
+import { spawn } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
+import { PasswordError } from '../core/errors.js';
+import { spawnTransport } from './local.js';
+import type { ConnectionMethod, Transport } from './method.js';
+import { processHandle } from './process.js';
+import {
+  type BecomeOptions,
+  localAccount,
+  notAllowed,
+  PASSWORD_PROMPT,
+  passwordConversation,
+  wrongPassword,
+} from './prompts.js';
+import { shellCommand } from './shell.js';
+
+/** Options of the `doas` connection method. */
+export interface DoasOptions extends BecomeOptions {
+  /**
+   * Password of the starting account. doas reads it only from a terminal,
+   * so tendril runs doas under `script` (util-linux) with a terminal for
+   * the prompt alone; the stream stays on pipes.
+   */
+  password?: string;
+  /** The doas command. Default `'doas'`. */
+  doasPath?: string;
+}
+
+/** `doas`: a child running as another account, as permitted by doas.conf. */
+export const doas: ConnectionMethod<DoasOptions> = {
+  name: 'doas',
+  defaultNode: () => undefined,
+  start(argv, options): Transport {
+    const to = options.username ?? 'root';
+    const where = `doas to ${to}`;
+    if (options.password === undefined) {
+      // -n: fail rather than wait for a password nobody will type.
+      return {
+        ...spawnTransport([options.doasPath ?? 'doas', '-n', '-u', to, '--', ...argv], {}, where),
+        name: `doas:${to}`,
+      };
+    }
+    // The terminal script provides carries only the prompt (doas's stderr);
+    // doas's stdin and stdout, and so the stream, stay on fds 3 and 4's pipes.
+    const inner = `${shellCommand([options.doasPath ?? 'doas', '-u', to, '--', ...argv])} <&3 >&4 3<&- 4>&-`;
+    const child = spawn('script', ['-q', '-e', '-f', '-c', inner, '/dev/null'], {
+      stdio: ['pipe', 'pipe', 'ignore', 'pipe', 'pipe'],
+      env: { ...process.env, SHELL: '/bin/sh' },
+    });
+    const [terminalIn, terminalOut, , streamIn, streamOut] = child.stdio;
+    return {
+      stdin: streamIn as Writable,
+      stdout: streamOut as Readable,
+      stderr: terminalOut as Readable,
+      promptInput: terminalIn as Writable,
+      process: processHandle(child),
+      where,
+      name: `doas:${to}`,
+    };
+  },
+  conversation(options, session) {
+    const to = options.username ?? 'root';
+    const { user } = localAccount();
+    return passwordConversation({
+      tool: 'doas',
+      from: user,
+      to,
+      password: options.password,
+      contextName: session.name,
+      prompt: PASSWORD_PROMPT,
+      refusals: [
+        wrongPassword(session.name, 'doas', user, to, /authentication failed/i),
+        {
+          pattern: /authori[sz]ation required|authentication required/i,
+          error: () =>
+            new PasswordError(
+              session.name,
+              `doas from ${user} to ${to} needs a password and none was given (option password)`,
+            ),
+        },
+        {
+          pattern: /operation not permitted|not permitted/i,
+          error: notAllowed(session.name, `doas.conf does not permit ${user} to run commands as ${to}`),
+        },
+      ],
+    });
+  },
+};

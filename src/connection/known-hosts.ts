@@ -1,0 +1,132 @@
+import { createHash, createHmac } from 'node:crypto';
+import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+/**
+ * OpenSSH known_hosts files: parsing, matching and recording, with
+ * OpenSSH's semantics (sshd(8) "SSH_KNOWN_HOSTS FILE FORMAT"): hashed
+ * names (`|1|salt|hash`), `[host]:port` for ports other than 22, `*` and
+ * `?` wildcards, `!` negation, and the `@revoked` marker. `@cert-authority`
+ * lines are recognised and skipped (certificates are not supported by the
+ * ssh method; use `openssh`).
+ */
+
+/** One key line. */
+export interface KnownHostEntry {
+  /** `@revoked`, `@cert-authority`, or empty. */
+  marker: '' | '@revoked' | '@cert-authority';
+  /** The host patterns field, as written. */
+  hosts: string;
+  /** Key type, e.g. `ssh-ed25519`. */
+  keyType: string;
+  /** The key blob, base64 as written. */
+  key: string;
+  /** 1-based line number, for messages. */
+  line: number;
+}
+
+/** What a known_hosts file says about a host and the key it presented. */
+export type Verdict =
+  | { status: 'match' }
+  | { status: 'revoked' }
+  | { status: 'mismatch'; expected: string[] }
+  | { status: 'unknown' };
+
+/** Parses known_hosts text; malformed lines are skipped, as OpenSSH does. */
+export function parseKnownHosts(text: string): KnownHostEntry[] {
+  const entries: KnownHostEntry[] = [];
+  const lines = text.split(/\r?\n/);
+  for (let i = 0; i < lines.length; i++) {
+    const line = (lines[i] as string).trim();
+    if (!line || line.startsWith('#')) continue;
+    const fields = line.split(/\s+/);
+    let marker: KnownHostEntry['marker'] = '';
+    if (fields[0] === '@revoked' || fields[0] === '@cert-authority')
+      marker = fields.shift() as KnownHostEntry['marker'];
+    const [hosts, keyType, key] = fields;
+    if (!hosts || !keyType || !key) continue;
+    entries.push({ marker, hosts, keyType, key, line: i + 1 });
+  }
+  return entries;
+}
+
+/** The name a host is looked up under: `host`, or `[host]:port` when the port is not 22. */
+export function hostKeyName(host: string, port: number): string {
+  return port === 22 ? host : `[${host}]:${port}`;
+}
+
+/** True when a host patterns field matches `name` (negation wins). */
+export function hostsMatch(patterns: string, name: string): boolean {
+  if (patterns.startsWith('|1|')) return hashedMatch(patterns, name);
+  let matched = false;
+  for (const pattern of patterns.split(',')) {
+    if (pattern.startsWith('!')) {
+      if (globMatch(pattern.slice(1), name)) return false;
+    } else if (globMatch(pattern, name)) {
+      matched = true;
+    }
+  }
+  return matched;
+}
+
+function hashedMatch(field: string, name: string): boolean {
+  const [, , salt, hash] = field.split('|');
+  if (!salt || !hash) return false;
+  const digest = createHmac('sha1', Buffer.from(salt, 'base64')).update(name).digest('base64');
+  return digest === hash;
+}
+
+function globMatch(pattern: string, name: string): boolean {
+  const regex = pattern
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.');
+  return new RegExp(`^${regex}$`, 'i').test(name);
+}
+
+/** The key type named inside an SSH public key blob (its first string). */
+export function keyTypeOf(blob: Buffer): string {
+  if (blob.length < 4) return '';
+  const length = blob.readUInt32BE(0);
+  return blob.subarray(4, 4 + length).toString('latin1');
+}
+
+/** OpenSSH's fingerprint of a key blob: `SHA256:` and unpadded base64. */
+export function fingerprint(blob: Buffer): string {
+  return `SHA256:${createHash('sha256').update(blob).digest('base64').replace(/=+$/, '')}`;
+}
+
+/**
+ * Checks `blob` presented by `host`:`port` against `entries`. A revoked key
+ * is refused wherever it appears; a key of the same type on record for the
+ * host that differs is a mismatch; no key of that type on record is unknown.
+ */
+export function verifyHostKey(entries: KnownHostEntry[], host: string, port: number, blob: Buffer): Verdict {
+  const presented = blob.toString('base64');
+  if (entries.some((e) => e.marker === '@revoked' && e.key === presented)) return { status: 'revoked' };
+  const name = hostKeyName(host, port);
+  const type = keyTypeOf(blob);
+  const forHost = entries.filter((e) => e.marker === '' && hostsMatch(e.hosts, name));
+  if (forHost.some((e) => e.key === presented)) return { status: 'match' };
+  const sameType = forHost.filter((e) => e.keyType === type);
+  if (sameType.length > 0) {
+    return { status: 'mismatch', expected: sameType.map((e) => fingerprint(Buffer.from(e.key, 'base64'))) };
+  }
+  return { status: 'unknown' };
+}
+
+/** Reads a known_hosts file; a missing file is an empty one. */
+export function readKnownHosts(path: string): KnownHostEntry[] {
+  try {
+    return parseKnownHosts(readFileSync(path, 'utf8'));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw error;
+  }
+}
+
+/** Records a host's key in a known_hosts file, as `accept-new` does. */
+export function recordHostKey(path: string, host: string, port: number, blob: Buffer): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  appendFileSync(path, `${hostKeyName(host, port)} ${keyTypeOf(blob)} ${blob.toString('base64')}\n`, { mode: 0o600 });
+}

@@ -1,0 +1,102 @@
+import { hostname, userInfo } from 'node:os';
+import { NotAllowedError, PasswordError } from '../core/errors.js';
+import type { CommonOptions } from './bootstrap.js';
+import type { Conversation, Reply } from './method.js';
+
+/** Options every method that becomes another account takes (sudo, su, doas). */
+export interface BecomeOptions extends CommonOptions {
+  /** Account to become. Default `'root'`. */
+  username?: string;
+  /** The password the tool asks for (whose it is depends on the tool); never on a command line. */
+  password?: string;
+}
+
+/** "Password:" in the languages su and friends are commonly translated to. */
+export const PASSWORD_PROMPT =
+  /(?:password|passwort|mot de passe|contraseña|senha|parola d'ordine|wachtwoord|lösenord|hasło|heslo|пароль|密码|密碼|パスワード|암호|비밀번호)[^\n:：]*[:：]\s*$/i;
+
+/** A refusal the tool may print, and the error it becomes. */
+export interface Refusal {
+  /** Matches the refusal in the output. */
+  pattern: RegExp;
+  /** Builds the error from the output. */
+  error: (output: string) => NotAllowedError | PasswordError;
+  /** Only counts once a password was answered (a rejection of it). */
+  afterAnswer?: boolean;
+}
+
+/** How one tool asks for a password and says no. */
+export interface PasswordDialog {
+  /** Tool name for messages, e.g. `'sudo'`. */
+  tool: string;
+  /** The account becoming another, e.g. `'deploy'`. */
+  from: string;
+  /** The account to become. */
+  to: string;
+  /** The password to answer with, if one was given. */
+  password: string | undefined;
+  /** Matches the tool's prompt at the end of its output. */
+  prompt: RegExp;
+  /** Refusals, checked before prompts. */
+  refusals: Refusal[];
+  /** Name of the context being started. */
+  contextName: string;
+}
+
+/** This context's account and host, as the tools see them. */
+export function localAccount(): { user: string; host: string } {
+  let user: string;
+  try {
+    user = userInfo().username;
+  } catch {
+    user = String(process.getuid?.() ?? 'unknown');
+  }
+  return { user, host: hostname() };
+}
+
+/**
+ * Answers a tool's password prompt once. A second prompt means the
+ * password was wrong, and a prompt without a password to give is an error
+ * at once: both are a `PasswordError` immediately, never a timeout. The
+ * password itself never appears in any message.
+ */
+export function passwordConversation(dialog: PasswordDialog): Conversation {
+  const { host } = localAccount();
+  let asked = 0;
+  const who = `${dialog.tool} from ${dialog.from} to ${dialog.to} on ${host}`;
+  return {
+    respond(output: string): Reply | undefined {
+      for (const refusal of dialog.refusals) {
+        if (refusal.pattern.test(output) && (asked > 0 || !refusal.afterAnswer))
+          return { error: refusal.error(output) };
+      }
+      if (!dialog.prompt.test(output)) return undefined;
+      asked++;
+      if (dialog.password === undefined) {
+        return {
+          error: new PasswordError(
+            dialog.contextName,
+            `${who} asked for a password and none was given (option password)`,
+          ),
+        };
+      }
+      if (asked > 1) return { error: new PasswordError(dialog.contextName, `wrong password for ${who}`) };
+      return { answer: dialog.password };
+    },
+  };
+}
+
+/** A refusal of a wrong password, recognised by `pattern` after the password was answered. */
+export function wrongPassword(contextName: string, tool: string, from: string, to: string, pattern: RegExp): Refusal {
+  return {
+    pattern,
+    afterAnswer: true,
+    error: () =>
+      new PasswordError(contextName, `wrong password for ${tool} from ${from} to ${to} on ${localAccount().host}`),
+  };
+}
+
+/** A NotAllowedError naming who may not become whom, and the remedy. */
+export function notAllowed(contextName: string, what: string): (output: string) => NotAllowedError {
+  return (output) => new NotAllowedError(contextName, what, output);
+}

@@ -1,0 +1,55 @@
+import { spawnTransport } from './local.js';
+import type { ConnectionMethod } from './method.js';
+import {
+  type BecomeOptions,
+  localAccount,
+  notAllowed,
+  PASSWORD_PROMPT,
+  passwordConversation,
+  wrongPassword,
+} from './prompts.js';
+import { shellCommand } from './shell.js';
+
+/** Options of the `su` connection method. */
+export interface SuOptions extends BecomeOptions {
+  /** That account's password, answered to su's prompt on its stdin. */
+  password?: string;
+  /** Start a login shell (`su -l`). Default false. */
+  login?: boolean;
+  /** The su command. Default `'su'`. */
+  suPath?: string;
+}
+
+/**
+ * `su`: a child running as another account, authenticated with that
+ * account's password. su reads the password from stdin when it has no
+ * terminal; its prompt is recognised in the common translations.
+ */
+export const su: ConnectionMethod<SuOptions> = {
+  name: 'su',
+  defaultNode: () => undefined,
+  start(argv, options) {
+    const to = options.username ?? 'root';
+    const command = [options.suPath ?? 'su', ...(options.login ? ['-l'] : []), to, '-c', shellCommand(argv)];
+    return { ...spawnTransport(command, {}, `su to ${to}`), name: `su:${to}` };
+  },
+  conversation(options, session) {
+    const to = options.username ?? 'root';
+    const { user } = localAccount();
+    return passwordConversation({
+      tool: 'su',
+      from: user,
+      to,
+      password: options.password,
+      contextName: session.name,
+      prompt: PASSWORD_PROMPT,
+      refusals: [
+        wrongPassword(session.name, 'su', user, to, /authentication failure|incorrect password|sorry/i),
+        {
+          pattern: /account is currently not available|user .* does not exist|permission denied/i,
+          error: notAllowed(session.name, `${user} cannot become ${to} with su`),
+        },
+      ],
+    });
+  },
+};

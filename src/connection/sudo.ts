@@ -1,0 +1,82 @@
+import { spawnTransport } from './local.js';
+import type { ConnectionMethod } from './method.js';
+import { type BecomeOptions, localAccount, notAllowed, passwordConversation, wrongPassword } from './prompts.js';
+
+/** Options of the `sudo` connection method. */
+export interface SudoOptions extends BecomeOptions {
+  /** Password of the starting account, answered to sudo's prompt (sent on stdin, never on a command line). */
+  password?: string;
+  /** Keep the environment (`-E`), or only the named variables (`--preserve-env=A,B`). Default: sudo's own reset. */
+  preserveEnv?: boolean | string[];
+  /** Run through the target's login shell (`-i`), with its profile. Default false (`-H`: only HOME is set). */
+  login?: boolean;
+  /** Further sudo arguments, inserted before `--`. */
+  sudoArgs?: string[];
+  /** The sudo command. Default `'sudo'`. */
+  sudoPath?: string;
+}
+
+/**
+ * `sudo`: a child running as another account on the host of the context
+ * that starts it. The prompt is replaced by a marker unique to each
+ * attempt (`-p`), so translations, `pwfeedback` and other prompt variants
+ * do not matter; the password goes to sudo's stdin (`-S`).
+ */
+export const sudo: ConnectionMethod<SudoOptions> = {
+  name: 'sudo',
+  defaultNode: () => undefined,
+  start(argv, options, session) {
+    const env = options.preserveEnv;
+    const command = [
+      options.sudoPath ?? 'sudo',
+      '-S',
+      '-p',
+      marker(session.token),
+      '-u',
+      options.username ?? 'root',
+      options.login ? '-i' : '-H',
+      ...(env === true ? ['-E'] : Array.isArray(env) && env.length > 0 ? [`--preserve-env=${env.join(',')}`] : []),
+      ...(options.sudoArgs ?? []),
+      '--',
+      ...argv,
+    ];
+    const to = options.username ?? 'root';
+    return { ...spawnTransport(command, {}, `sudo to ${to}`), name: `sudo:${to}` };
+  },
+  conversation(options, session) {
+    const to = options.username ?? 'root';
+    const { user } = localAccount();
+    return passwordConversation({
+      tool: 'sudo',
+      from: user,
+      to,
+      password: options.password,
+      contextName: session.name,
+      prompt: new RegExp(`${escapeRegExp(marker(session.token))}\\s*$`),
+      refusals: [
+        {
+          pattern: /must have a tty to run sudo/i,
+          error: notAllowed(
+            session.name,
+            `sudo requires a terminal for ${user} (requiretty in sudoers) and tendril runs without one; add "Defaults:${user} !requiretty" to sudoers`,
+          ),
+        },
+        {
+          pattern:
+            /is not in the sudoers file|is not allowed to (?:execute|run)|may not run sudo|not allowed to run sudo/i,
+          error: notAllowed(session.name, `${user} may not run commands as ${to} with sudo; add a sudoers rule for it`),
+        },
+        wrongPassword(session.name, 'sudo', user, to, /incorrect password attempt|authentication failure/i),
+      ],
+    });
+  },
+};
+
+/** sudo's prompt for one attempt: unique, so no other output can be mistaken for it. */
+function marker(token: string): string {
+  return `[tendril:${token}] password:`;
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}

@@ -1,0 +1,256 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import {
+  type Context,
+  ContextDisconnectedError,
+  type LogRecord,
+  type NotAllowedError,
+  type PasswordError,
+  Router,
+  type SshOptions,
+} from 'tendril';
+import { PASSWORD_PROMPT } from '#dist/connection/prompts.js';
+import { waitFor } from './support/procs.js';
+import { startTestbed, type Testbed } from './support/testbed.js';
+
+const whoami = () => (require('node:os') as typeof import('node:os')).userInfo().username;
+
+/**
+ * sudo, su and doas, reached the way they are used: from an account logged
+ * in over SSH (so the prompts are real), and in the chains the issue names.
+ */
+describe('sudo, su and doas', () => {
+  let bed: Testbed;
+  let router: Router;
+  let login: (account: keyof Testbed['accounts']) => Promise<Context>;
+  const logs: LogRecord[] = [];
+
+  before(async () => {
+    bed = await startTestbed();
+    router = new Router();
+    router.on('log', (record) => logs.push(record));
+    const base: SshOptions = {
+      hostname: '127.0.0.1',
+      port: bed.port,
+      knownHostsFile: bed.knownHosts,
+      sshConfig: false,
+    };
+    login = (account) => router.ssh({ ...base, username: bed.accounts[account].name, identityFile: bed.keyFile });
+  });
+  after(async () => {
+    await router.shutdown();
+    await bed.stop();
+  });
+
+  test('sudo without a password, then with one', async () => {
+    const sudoer = await login('sudoer');
+    const target = await router.sudo({ via: sudoer, username: bed.accounts.target.name });
+    assert.equal(await target.call(whoami), bed.accounts.target.name);
+    const withPassword = await login('password');
+    const target2 = await router.sudo({
+      via: withPassword,
+      username: bed.accounts.target.name,
+      password: bed.accounts.password.password,
+    });
+    assert.equal(await target2.call(whoami), bed.accounts.target.name);
+    await Promise.all([sudoer.shutdown(), withPassword.shutdown()]);
+  });
+
+  test('a wrong or missing sudo password is a PasswordError at once, never showing the password', async () => {
+    const account = await login('password');
+    const started = Date.now();
+    await assert.rejects(
+      router.sudo({ via: account, username: bed.accounts.target.name, password: 'definitely-wrong' }),
+      (error: unknown) =>
+        error instanceof Error &&
+        error.name === 'CallError' &&
+        /PasswordError/.test(error.message) &&
+        /wrong password for sudo/.test(error.message) &&
+        !error.message.includes('definitely-wrong'),
+    );
+    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+    await assert.rejects(
+      router.sudo({ via: account, username: bed.accounts.target.name }),
+      /asked for a password and none was given/,
+    );
+    await account.shutdown();
+  });
+
+  test('sudo refusals: not in sudoers, and requiretty with its remedy', async () => {
+    const nosudo = await login('nosudo');
+    await assert.rejects(
+      router.sudo({ via: nosudo, username: bed.accounts.target.name, password: bed.accounts.nosudo.password }),
+      (error: unknown) => {
+        assert.ok(error instanceof Error);
+        assert.match(error.message, /NotAllowedError.*may not run commands as tendril-target with sudo/);
+        return true;
+      },
+    );
+    const tty = await login('tty');
+    await assert.rejects(
+      router.sudo({ via: tty, username: bed.accounts.target.name }),
+      /requiretty.*Defaults:tendril-tty !requiretty/,
+    );
+    await Promise.all([nosudo.shutdown(), tty.shutdown()]);
+  });
+
+  test('sudo with pwfeedback on, and in a French locale', async () => {
+    const feedback = await login('feedback');
+    const target = await router.sudo({
+      via: feedback,
+      username: bed.accounts.target.name,
+      password: bed.accounts.feedback.password,
+    });
+    assert.equal(await target.call(whoami), bed.accounts.target.name);
+    await feedback.shutdown();
+    // From the master (root) a French sudo needs no password, but the prompt marker and the
+    // bootstrap must not depend on the language of anything sudo prints.
+    const french = await router.sudo({ username: bed.accounts.target.name, preserveEnv: ['LANG', 'LANGUAGE'] });
+    assert.equal(await french.call(whoami), bed.accounts.target.name);
+    await french.shutdown();
+  });
+
+  test('su with the target account password; a wrong one is a PasswordError', async () => {
+    const key = await login('key');
+    const target = await router.su({
+      via: key,
+      username: bed.accounts.target.name,
+      password: bed.accounts.target.password,
+    });
+    assert.equal(await target.call(whoami), bed.accounts.target.name);
+    await assert.rejects(
+      router.su({ via: key, username: bed.accounts.target.name, password: 'wrong-one' }),
+      /PasswordError.*wrong password for su/,
+    );
+    await key.shutdown();
+  });
+
+  test('su prompts are recognised in common translations', () => {
+    for (const prompt of ['Password: ', 'Passwort: ', 'Mot de passe : ', 'Contraseña:', 'Пароль: ', 'パスワード：']) {
+      assert.match(prompt, PASSWORD_PROMPT, prompt);
+    }
+    assert.doesNotMatch('Last login: yesterday', PASSWORD_PROMPT);
+  });
+
+  test('doas without a password (nopass), and with one through a terminal for the prompt', async () => {
+    const sudoer = await login('sudoer');
+    const nopass = await router.doas({ via: sudoer, username: bed.accounts.target.name });
+    assert.equal(await nopass.call(whoami), bed.accounts.target.name);
+    const account = await login('password');
+    const withPassword = await router.doas({
+      via: account,
+      username: bed.accounts.target.name,
+      password: bed.accounts.password.password,
+    });
+    assert.equal(await withPassword.call(whoami), bed.accounts.target.name);
+    // Output of user code still arrives as log records, not through the terminal into the stream.
+    await withPassword.call(() => console.log('doas output'));
+    await waitFor(() => logs.some((r) => r.contextId === withPassword.id && r.text === 'doas output'));
+    await assert.rejects(
+      router.doas({ via: account, username: bed.accounts.target.name, password: 'wrong' }),
+      /PasswordError.*wrong password for doas/,
+    );
+    await assert.rejects(
+      router.doas({ via: account, username: bed.accounts.target.name }),
+      /PasswordError.*none was given/,
+    );
+    await Promise.all([sudoer.shutdown(), account.shutdown()]);
+  });
+
+  test('doas refusal: not permitted by doas.conf', async () => {
+    const nosudo = await login('nosudo');
+    await assert.rejects(router.doas({ via: nosudo, username: bed.accounts.target.name }), (error: unknown) => {
+      assert.ok(error instanceof Error);
+      assert.match(error.message, /NotAllowedError|PasswordError/);
+      return true;
+    });
+    await nosudo.shutdown();
+  });
+
+  test('from the master directly: local -> sudo, and sudo errors are typed there too', async () => {
+    const local = await router.local({ name: 'as-root' });
+    const target = await router.sudo({ via: local, username: bed.accounts.target.name });
+    assert.equal(await target.call(whoami), bed.accounts.target.name);
+    await local.shutdown();
+    // root cannot sudo into a nonexistent account: the refusal is typed, not a timeout.
+    await assert.rejects(router.sudo({ username: 'tendril-no-such-user', connectTimeout: 5000 }), (error: unknown) => {
+      assert.ok(error instanceof Error && error.name !== 'ConnectTimeoutError');
+      return true;
+    });
+  });
+
+  for (const [label, chain] of [
+    [
+      'master -> ssh -> sudo',
+      async () => {
+        const ssh = await login('sudoer');
+        return [ssh, await router.sudo({ via: ssh, username: bed.accounts.target.name })];
+      },
+    ],
+    [
+      'master -> ssh -> ssh',
+      async () => {
+        const ssh = await login('key');
+        const { readFileSync } = await import('node:fs');
+        return [
+          ssh,
+          await router.ssh({
+            hostname: '127.0.0.1',
+            port: bed.port,
+            via: ssh,
+            username: bed.accounts.target.name,
+            privateKey: readFileSync(bed.keyFile),
+            hostKeyPolicy: 'ignore',
+            sshConfig: false,
+          }),
+        ];
+      },
+    ],
+    [
+      'master -> ssh -> sudo -> sudo',
+      async () => {
+        const ssh = await login('sudoer');
+        const first = await router.sudo({ via: ssh, username: bed.accounts.target.name });
+        return [ssh, first, await router.sudo({ via: first, username: bed.accounts.key.name })];
+      },
+    ],
+    [
+      'master -> local -> sudo',
+      async () => {
+        const local = await router.local({ name: 'chain-local' });
+        return [local, await router.sudo({ via: local, username: bed.accounts.target.name })];
+      },
+    ],
+  ] as [string, () => Promise<Context[]>][]) {
+    test(`${label}: calls, modules and output at the far end; killing an intermediate rejects below it`, async () => {
+      const contexts = await chain();
+      const far = contexts[contexts.length - 1] as Context;
+      const [user, red] = await far.call(() => [
+        (require('node:os') as typeof import('node:os')).userInfo().username,
+        (require('chalk') as { red(s: string): string }).red('forwarded'),
+      ]);
+      assert.ok(user?.startsWith('tendril-'));
+      assert.match(red as string, /forwarded/);
+      await far.call(() => {
+        console.log('far stdout');
+        // An inherited-stdio child through sudo must reach the logs too, not the stream.
+        (require('node:child_process') as typeof import('node:child_process')).execFileSync('echo', ['far child'], {
+          stdio: 'inherit',
+        });
+      });
+      await waitFor(() => logs.some((r) => r.contextId === far.id && r.text === 'far stdout'));
+      await waitFor(() => logs.some((r) => r.contextId === far.id && r.text === 'far child'));
+      const pending = far.call(() => new Promise((resolve) => setTimeout(resolve, 60_000)));
+      const middle = contexts[contexts.length - 2] as Context;
+      const started = Date.now();
+      // The intermediate dies without a word (SIGKILL, its own pid on its host).
+      await middle.call(() => process.kill(process.pid, 'SIGKILL')).catch(() => {});
+      await assert.rejects(pending, ContextDisconnectedError);
+      assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
+      await (contexts[0] as Context).shutdown();
+    });
+  }
+});
+
+// Keep the type import used: PasswordError and NotAllowedError are what CallError wraps from a via context.
+export type Wrapped = PasswordError | NotAllowedError;

@@ -1,0 +1,239 @@
+/**
+ * The suite's own SSH and privilege test bed: real accounts, a real sudo
+ * and doas configuration, and a real OpenSSH sshd listening on 127.0.0.1
+ * on a free port with its own host key and config (never the system
+ * service). Needs root; test/run.mjs installs openssh-server, sudo and
+ * opendoas first when they are missing.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** A test account and the password it has for this run. */
+export interface Account {
+  name: string;
+  password: string;
+}
+
+/** Accounts, each set up for one situation. */
+export interface Accounts {
+  /** SSH by key only. */
+  key: Account;
+  /** SSH by password; sudo and doas to `target` with its password. */
+  password: Account;
+  /** SSH by key; passwordless sudo and doas to `target`. */
+  sudoer: Account;
+  /** SSH by key; not in sudoers. */
+  nosudo: Account;
+  /** The account others become; su target (with its password); SSH by key. */
+  target: Account;
+  /** sudo to `target` requires a tty (requiretty). */
+  tty: Account;
+  /** sudo to `target` with a password, with pwfeedback on. */
+  feedback: Account;
+}
+
+/** A running test bed. */
+export interface Testbed {
+  accounts: Accounts;
+  /** The sshd's port on 127.0.0.1. */
+  port: number;
+  /** A known_hosts file that knows the sshd's host key under `[127.0.0.1]:port`. */
+  knownHosts: string;
+  /** SHA256 fingerprint of the sshd's host key. */
+  fingerprint: string;
+  /** An unencrypted private key authorised for every key account. */
+  keyFile: string;
+  /** The same kind of key, encrypted with `passphrase`. */
+  encryptedKeyFile: string;
+  passphrase: string;
+  /** Scratch directory of this test bed. */
+  dir: string;
+  /** Stops the sshd and removes the scratch directory. */
+  stop(): Promise<void>;
+}
+
+const ROLES: Record<keyof Accounts, string> = {
+  key: 'tendril-key',
+  password: 'tendril-pw',
+  sudoer: 'tendril-sudoer',
+  nosudo: 'tendril-nosudo',
+  target: 'tendril-target',
+  tty: 'tendril-tty',
+  feedback: 'tendril-fb',
+};
+
+function run(command: string, args: string[], input?: string): string {
+  return execFileSync(command, args, { encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
+function requireRoot(): void {
+  if (process.getuid?.() !== 0) {
+    throw new Error(
+      'the SSH and sudo tests need root, to create test accounts and start a private sshd: run the suite as root (CI does)',
+    );
+  }
+  for (const tool of ['/usr/sbin/sshd', '/usr/bin/sudo', '/usr/bin/doas', '/usr/bin/script', '/usr/bin/ssh-keygen']) {
+    if (!existsSync(tool)) {
+      throw new Error(
+        `${tool} is missing: install openssh-server, sudo, opendoas and bsdutils (npm test does this as root)`,
+      );
+    }
+  }
+}
+
+function ensureAccounts(): Accounts {
+  const accounts = {} as Accounts;
+  const passwords: string[] = [];
+  for (const [role, name] of Object.entries(ROLES) as [keyof Accounts, string][]) {
+    try {
+      run('id', [name]);
+    } catch {
+      run('useradd', ['--create-home', '--shell', '/bin/bash', name]);
+    }
+    const password = `Pw-${randomBytes(9).toString('base64url')}`;
+    accounts[role] = { name, password };
+    passwords.push(`${name}:${password}`);
+  }
+  run('chpasswd', [], `${passwords.join('\n')}\n`);
+  const { password, sudoer, target, tty, feedback } = accounts;
+  const sudoers = [
+    '# tendril test bed (test/support/testbed.ts)',
+    `${sudoer.name} ALL=(${target.name}) NOPASSWD: ALL`,
+    `${password.name} ALL=(${target.name}) ALL`,
+    `Defaults:${tty.name} requiretty`,
+    `${tty.name} ALL=(${target.name}) NOPASSWD: ALL`,
+    `Defaults:${feedback.name} pwfeedback`,
+    `${feedback.name} ALL=(${target.name}) ALL`,
+    // For chains of two sudos: the target may become the key account.
+    `${target.name} ALL=(${accounts.key.name}) NOPASSWD: ALL`,
+    '',
+  ].join('\n');
+  const sudoersFile = '/etc/sudoers.d/tendril-test';
+  writeFileSync(`${sudoersFile}.new`, sudoers, { mode: 0o440 });
+  run('visudo', ['-cf', `${sudoersFile}.new`]);
+  run('mv', [`${sudoersFile}.new`, sudoersFile]);
+  const doasConf = '/etc/doas.conf';
+  if (existsSync(doasConf) && !readFileSync(doasConf, 'utf8').startsWith('# tendril test bed')) {
+    throw new Error(`${doasConf} exists and is not the test bed's; not overwriting it`);
+  }
+  writeFileSync(
+    doasConf,
+    [
+      '# tendril test bed (test/support/testbed.ts)',
+      `permit nopass ${sudoer.name} as ${target.name}`,
+      `permit ${password.name} as ${target.name}`,
+      '',
+    ].join('\n'),
+    { mode: 0o600 },
+  );
+  return accounts;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
+    });
+  });
+}
+
+/** Starts the test bed: accounts, keys, and an sshd on a free port of 127.0.0.1. */
+export async function startTestbed(): Promise<Testbed> {
+  requireRoot();
+  const accounts = ensureAccounts();
+  const dir = mkdtempSync(join(tmpdir(), 'tendril-testbed-'));
+  chmodSync(dir, 0o755);
+  const hostKey = join(dir, 'ssh_host_ed25519_key');
+  run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', hostKey]);
+  const keyFile = join(dir, 'id_ed25519');
+  run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', keyFile]);
+  const passphrase = `Pp-${randomBytes(9).toString('base64url')}`;
+  const encryptedKeyFile = join(dir, 'id_encrypted');
+  run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', passphrase, '-f', encryptedKeyFile]);
+  const authorized = join(dir, 'authorized_keys');
+  mkdirSync(authorized);
+  const publicKeys = `${readFileSync(`${keyFile}.pub`, 'utf8')}${readFileSync(`${encryptedKeyFile}.pub`, 'utf8')}`;
+  const keyUsers = ['key', 'sudoer', 'nosudo', 'target', 'password', 'tty', 'feedback'] as const;
+  for (const role of keyUsers) writeFileSync(join(authorized, accounts[role].name), publicKeys, { mode: 0o644 });
+
+  const port = await freePort();
+  const config = join(dir, 'sshd_config');
+  writeFileSync(
+    config,
+    [
+      `Port ${port}`,
+      'ListenAddress 127.0.0.1',
+      `HostKey ${hostKey}`,
+      `PidFile ${join(dir, 'sshd.pid')}`,
+      `AuthorizedKeysFile ${authorized}/%u`,
+      // The scratch directory lives under /tmp, which StrictModes would reject.
+      'StrictModes no',
+      'UsePAM no',
+      'PubkeyAuthentication yes',
+      'PasswordAuthentication yes',
+      'KbdInteractiveAuthentication no',
+      'PermitRootLogin no',
+      // One session channel per connection: tendril never needs more.
+      'MaxSessions 1',
+      'LogLevel VERBOSE',
+      `AllowUsers ${Object.values(accounts)
+        .map((a) => a.name)
+        .join(' ')}`,
+      `Match User ${accounts.key.name},${accounts.sudoer.name},${accounts.nosudo.name},${accounts.target.name}`,
+      '  PasswordAuthentication no',
+      '',
+    ].join('\n'),
+  );
+  mkdirSync('/run/sshd', { recursive: true });
+  const sshd: ChildProcess = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', config], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const log: string[] = [];
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      log.push(chunk.toString());
+      if (log.join('').includes(`Server listening on 127.0.0.1 port ${port}`)) {
+        sshd.stderr?.off('data', onData);
+        resolve();
+      }
+    };
+    sshd.stderr?.on('data', onData);
+    sshd.once('exit', (code) => reject(new Error(`sshd exited with ${code}: ${log.join('')}`)));
+  });
+  // Keep draining sshd's log so it never blocks.
+  sshd.stderr?.on('data', (chunk: Buffer) => {
+    if (process.env.TENDRIL_SSHD_LOG) process.stderr.write(chunk);
+  });
+
+  const publicHostKey = readFileSync(`${hostKey}.pub`, 'utf8').trim().split(' ');
+  const knownHosts = join(dir, 'known_hosts');
+  writeFileSync(knownHosts, `[127.0.0.1]:${port} ${publicHostKey[0]} ${publicHostKey[1]}\n`);
+  const fingerprint = run('ssh-keygen', ['-l', '-E', 'sha256', '-f', `${hostKey}.pub`]).split(' ')[1] as string;
+
+  return {
+    accounts,
+    port,
+    knownHosts,
+    fingerprint,
+    keyFile,
+    encryptedKeyFile,
+    passphrase,
+    dir,
+    async stop() {
+      if (sshd.exitCode === null) {
+        const exited = new Promise((resolve) => sshd.once('exit', resolve));
+        sshd.kill('SIGTERM');
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
