@@ -223,6 +223,66 @@ describe('ssh', () => {
     await new Promise((resolve) => silent.close(resolve));
   });
 
+  test('a connect timeout bounds the whole start, also behind a jump host', async () => {
+    const sockets = new Set<Socket>();
+    const silent: Server = createServer((socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as { port: number }).port;
+    const started = Date.now();
+    await assert.rejects(
+      router.ssh({
+        ...base,
+        port,
+        proxyJump: `${bed.accounts.key.name}@127.0.0.1:${bed.port}`,
+        identityFile: bed.keyFile,
+        username: bed.accounts.key.name,
+        hostKeyPolicy: 'ignore',
+        connectTimeout: 1000,
+      }),
+      ConnectTimeoutError,
+    );
+    assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+  });
+
+  test('an ssh-agent is used for authentication', async () => {
+    const socket = join(bed.dir, 'agent.sock');
+    const agent = execFileSync('ssh-agent', ['-a', socket]).toString();
+    const pid = Number(/SSH_AGENT_PID=(\d+)/.exec(agent)?.[1]);
+    try {
+      execFileSync('ssh-add', ['-q', bed.keyFile], { env: { ...process.env, SSH_AUTH_SOCK: socket } });
+      const context = await router.ssh({ ...base, username: bed.accounts.key.name, agent: socket });
+      assert.match(await context.call(whoami), new RegExp(`^${bed.accounts.key.name}`));
+      await context.shutdown();
+    } finally {
+      process.kill(pid, 'SIGTERM');
+    }
+  });
+
+  test('Node is found in an nvm install that is not on PATH', async () => {
+    const account = bed.accounts.key.name;
+    const dir = `/home/${account}/.nvm/versions/node/v99.0.0/bin`;
+    // A stand-in that marks the interpreter it starts, so the test can tell it was the one found.
+    const standIn = `#!/bin/sh\nTENDRIL_FOUND_BY=nvm exec ${process.execPath} "$@"\n`;
+    execFileSync('su', [account, '-c', `mkdir -p ${dir} && cat > ${dir}/node && chmod +x ${dir}/node`], {
+      input: standIn,
+    });
+    try {
+      const context = await router.ssh({
+        ...base,
+        username: account,
+        identityFile: bed.keyFile,
+        // Only the nvm candidate, so PATH's node cannot be what is found.
+        nodeCandidates: ['"$HOME"/.nvm/versions/node/*/bin/node'],
+      });
+      assert.equal(await context.call(() => process.env.TENDRIL_FOUND_BY), 'nvm');
+      await context.shutdown();
+    } finally {
+      execFileSync('rm', ['-rf', `/home/${account}/.nvm`]);
+    }
+  });
+
   test('a missing or too old Node names the host and what was tried', async () => {
     const login = { ...base, username: bed.accounts.key.name, identityFile: bed.keyFile };
     await assert.rejects(

@@ -69,6 +69,8 @@ interface Hop {
   port: number;
   user: string;
   identityFiles: string[];
+  /** The ssh config's ConnectTimeout for this host, in ms. */
+  connectTimeout: number | undefined;
 }
 
 /** Keepalive probes unanswered before the link is declared dead. */
@@ -128,6 +130,7 @@ async function resolveHop(jump: JumpHost, options: Partial<SshOptions>, configFi
     port: options.port ?? jump.port ?? settings.port ?? 22,
     user: options.username ?? jump.user ?? settings.user ?? userInfo().username,
     identityFiles: settings.identityFiles,
+    connectTimeout: settings.connectTimeout === undefined ? undefined : settings.connectTimeout * 1000,
   };
 }
 
@@ -225,7 +228,11 @@ function connectHop(
       port: hop.port,
       username: hop.user,
       ...(sock && { sock }),
-      readyTimeout: Math.max(1, session.deadline - Date.now()),
+      // connectTimeout bounds the whole start; the config's ConnectTimeout may bound a hop further.
+      readyTimeout: Math.max(
+        1,
+        Math.min(session.deadline - Date.now(), hop.connectTimeout ?? Number.POSITIVE_INFINITY),
+      ),
       keepaliveInterval,
       keepaliveCountMax: KEEPALIVE_COUNT,
       hostVerifier: (key: Buffer) => {
