@@ -18,7 +18,7 @@ import type { CommonOptions } from './bootstrap.js';
 import { fingerprint, readKnownHosts, recordHostKey, verifyHostKey } from './known-hosts.js';
 import type { ConnectionMethod, Session, Transport } from './method.js';
 import { shellCommand } from './shell.js';
-import { defaultConfigFile, hostSettings, type JumpHost, parseProxyJump } from './ssh-config.js';
+import { defaultConfigFile, type HostSettings, hostSettings, type JumpHost, parseProxyJump } from './ssh-config.js';
 
 const debug = logger('ssh');
 /** ssh2, loaded when first needed: a context that only starts local children never pays for it. */
@@ -87,10 +87,12 @@ export const ssh: ConnectionMethod<SshOptions> = {
   async start(argv, options, session): Promise<Transport> {
     const configFile = options.sshConfig === false ? undefined : (options.sshConfig ?? defaultConfigFile());
     const lib = await loadSsh2();
-    const target = await resolveHop({ host: options.hostname }, options, configFile);
-    const settings = configFile ? await hostSettings(options.hostname, configFile) : { identityFiles: [] };
+    const settings = await settingsFor(options.hostname, configFile);
+    const target = hopFrom({ host: options.hostname }, options, settings);
     const jumps = await Promise.all(
-      parseProxyJump(options.proxyJump ?? settings.proxyJump).map((jump) => resolveHop(jump, {}, configFile)),
+      parseProxyJump(options.proxyJump ?? settings.proxyJump).map(async (jump) =>
+        hopFrom(jump, {}, await settingsFor(jump.host, configFile)),
+      ),
     );
     const hops = [...jumps, target];
     const keepalive =
@@ -123,8 +125,12 @@ export const ssh: ConnectionMethod<SshOptions> = {
   },
 };
 
-async function resolveHop(jump: JumpHost, options: Partial<SshOptions>, configFile: string | undefined): Promise<Hop> {
-  const settings = configFile ? await hostSettings(jump.host, configFile) : { identityFiles: [] as string[] };
+function settingsFor(host: string, configFile: string | undefined): Promise<HostSettings> {
+  return configFile ? hostSettings(host, configFile) : Promise.resolve({ identityFiles: [] });
+}
+
+/** A hop from its spec, the options that override, and the ssh config's settings for it. */
+function hopFrom(jump: JumpHost, options: Partial<SshOptions>, settings: HostSettings): Hop {
   return {
     host: settings.hostName ?? jump.host,
     port: options.port ?? jump.port ?? settings.port ?? 22,
