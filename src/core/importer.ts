@@ -341,7 +341,7 @@ export class Importer {
       this.sentTo.set(childId, sent);
     }
     const files: FileRecord[] = [];
-    for (const path of closureOf(targets, this.files)) {
+    for (const path of closureOf(targets, (path) => this.files.get(path)?.deps)) {
       const file = this.files.get(path);
       if (!file || sent.has(path)) continue;
       sent.add(path);

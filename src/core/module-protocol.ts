@@ -64,10 +64,13 @@ export function resolutionKey(kind: ModuleKind, from: string, spec: string): str
 
 /**
  * Paths of every file statically reachable from `targets`, following each
- * file's resolved dependencies. Files missing from `files` are skipped
- * (the caller must hold every file it serves).
+ * file's resolved dependencies as `depsOf` gives them. Files it knows
+ * nothing of are not followed (the caller must hold every file it serves).
  */
-export function closureOf(targets: Iterable<Target>, files: ReadonlyMap<string, FileRecord>): string[] {
+export function closureOf(
+  targets: Iterable<Target>,
+  depsOf: (path: string) => Readonly<Record<string, Target>> | undefined,
+): string[] {
   const seen = new Set<string>();
   const queue: string[] = [];
   const visit = (target: Target) => {
@@ -78,8 +81,8 @@ export function closureOf(targets: Iterable<Target>, files: ReadonlyMap<string, 
   };
   for (const target of targets) visit(target);
   while (queue.length > 0) {
-    const record = files.get(queue.shift() as string);
-    if (record) for (const dep of Object.values(record.deps)) visit(dep);
+    const deps = depsOf(queue.shift() as string);
+    if (deps) for (const dep of Object.values(deps)) visit(dep);
   }
   return [...seen];
 }

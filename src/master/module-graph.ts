@@ -3,7 +3,6 @@ import { dirname, extname, join, resolve as resolvePath } from 'node:path';
 import { build, type Plugin, stop, transform } from 'esbuild';
 import {
   closureOf,
-  type FileRecord,
   isBuiltinSpecifier,
   type ModuleKind,
   packageNameOf,
@@ -96,14 +95,7 @@ export class ModuleGraph {
       }
     }
     if (pending.length > 0) Object.assign(resolved, await this.walk(from, pending, kind));
-    return { resolved, closure: closureOf(Object.values(resolved), this.records()) };
-  }
-
-  /** The dependency maps as records closureOf can walk (sources are not needed for that). */
-  private records(): Map<string, FileRecord> {
-    const view = new Map<string, FileRecord>();
-    for (const [path, deps] of this.deps) view.set(path, { path, format: 'cjs', source: '', deps });
-    return view;
+    return { resolved, closure: closureOf(Object.values(resolved), (path) => this.deps.get(path)) };
   }
 
   private async walk(from: string, specs: string[], kind: ModuleKind): Promise<Record<string, Target>> {
