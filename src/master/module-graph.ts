@@ -1,13 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, extname, join, resolve as resolvePath } from 'node:path';
 import { build, type Plugin, stop, transform } from 'esbuild';
-import {
-  closureOf,
-  isBuiltinSpecifier,
-  type ModuleKind,
-  packageNameOf,
-  type Target,
-} from '../core/module-protocol.js';
+import { closureOf, isBuiltinSpecifier, type ModuleKind, packageNameOf, type Target } from '../core/module-protocol.js';
 
 /** Decides whether a resolved file may be shipped; returns the reason when it may not. */
 export type ServePolicy = (spec: string, importer: string, resolved: string) => string | undefined;
