@@ -6,10 +6,10 @@ import type { ConnectionMethod, Transport } from './method.js';
 import { processHandle } from './process.js';
 import {
   type BecomeOptions,
-  localAccount,
+  becomeConversation,
   notAllowed,
   PASSWORD_PROMPT,
-  passwordConversation,
+  targetAccount,
   wrongPassword,
 } from './prompts.js';
 import { shellCommand } from './shell.js';
@@ -31,7 +31,7 @@ export const doas: ConnectionMethod<DoasOptions> = {
   name: 'doas',
   defaultNode: () => undefined,
   start(argv, options): Transport {
-    const to = options.username ?? 'root';
+    const to = targetAccount(options);
     const where = `doas to ${to}`;
     if (options.password === undefined) {
       // -n: fail rather than wait for a password nobody will type.
@@ -59,30 +59,20 @@ export const doas: ConnectionMethod<DoasOptions> = {
     };
   },
   conversation(options, session) {
-    const to = options.username ?? 'root';
-    const { user } = localAccount();
-    return passwordConversation({
-      tool: 'doas',
-      from: user,
-      to,
-      password: options.password,
-      contextName: session.name,
-      prompt: PASSWORD_PROMPT,
-      refusals: [
-        wrongPassword(session.name, 'doas', user, to, /authentication failed/i),
-        {
-          pattern: /authori[sz]ation required|authentication required/i,
-          error: () =>
-            new PasswordError(
-              session.name,
-              `doas from ${user} to ${to} needs a password and none was given (option password)`,
-            ),
-        },
-        {
-          pattern: /operation not permitted|not permitted/i,
-          error: notAllowed(session.name, `doas.conf does not permit ${user} to run commands as ${to}`),
-        },
-      ],
-    });
+    return becomeConversation('doas', options, session, PASSWORD_PROMPT, ({ from, to, contextName }) => [
+      wrongPassword(contextName, 'doas', from, to, /authentication failed/i),
+      {
+        pattern: /authori[sz]ation required|authentication required/i,
+        error: () =>
+          new PasswordError(
+            contextName,
+            `doas from ${from} to ${to} needs a password and none was given (option password)`,
+          ),
+      },
+      {
+        pattern: /operation not permitted|not permitted/i,
+        error: notAllowed(contextName, `doas.conf does not permit ${from} to run commands as ${to}`),
+      },
+    ]);
   },
 };

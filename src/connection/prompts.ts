@@ -1,7 +1,7 @@
 import { hostname, userInfo } from 'node:os';
 import { NotAllowedError, PasswordError } from '../core/errors.js';
 import type { CommonOptions } from './bootstrap.js';
-import type { Conversation, Reply } from './method.js';
+import type { Conversation, Reply, Session } from './method.js';
 
 /** Options every method that becomes another account takes (sudo, su, doas). */
 export interface BecomeOptions extends CommonOptions {
@@ -84,6 +84,37 @@ export function passwordConversation(dialog: PasswordDialog): Conversation {
       return { answer: dialog.password };
     },
   };
+}
+
+/** The account a become method switches to: `options.username`, or root. */
+export function targetAccount(options: BecomeOptions): string {
+  return options.username ?? 'root';
+}
+
+/** Who is becoming whom, for a method's refusals. */
+export interface Becoming {
+  /** This context's account. */
+  from: string;
+  /** The account to become. */
+  to: string;
+  /** Name of the context being started. */
+  contextName: string;
+}
+
+/**
+ * The conversation of a become method (sudo, su, doas): this context's
+ * account becoming `options.username`, answering `prompt` with
+ * `options.password`, and recognising the tool's `refusals`.
+ */
+export function becomeConversation(
+  tool: string,
+  options: BecomeOptions,
+  session: Session,
+  prompt: RegExp,
+  refusals: (who: Becoming) => Refusal[],
+): Conversation {
+  const who: Becoming = { from: localAccount().user, to: targetAccount(options), contextName: session.name };
+  return passwordConversation({ tool, ...who, password: options.password, prompt, refusals: refusals(who) });
 }
 
 /** A refusal of a wrong password, recognised by `pattern` after the password was answered. */

@@ -2,10 +2,10 @@ import { spawnTransport } from './local.js';
 import type { ConnectionMethod } from './method.js';
 import {
   type BecomeOptions,
-  localAccount,
+  becomeConversation,
   notAllowed,
   PASSWORD_PROMPT,
-  passwordConversation,
+  targetAccount,
   wrongPassword,
 } from './prompts.js';
 import { shellCommand } from './shell.js';
@@ -29,27 +29,17 @@ export const su: ConnectionMethod<SuOptions> = {
   name: 'su',
   defaultNode: () => undefined,
   start(argv, options) {
-    const to = options.username ?? 'root';
+    const to = targetAccount(options);
     const command = [options.suPath ?? 'su', ...(options.login ? ['-l'] : []), to, '-c', shellCommand(argv)];
     return { ...spawnTransport(command, {}, `su to ${to}`), name: `su:${to}` };
   },
   conversation(options, session) {
-    const to = options.username ?? 'root';
-    const { user } = localAccount();
-    return passwordConversation({
-      tool: 'su',
-      from: user,
-      to,
-      password: options.password,
-      contextName: session.name,
-      prompt: PASSWORD_PROMPT,
-      refusals: [
-        wrongPassword(session.name, 'su', user, to, /authentication failure|incorrect password|sorry/i),
-        {
-          pattern: /account is currently not available|user .* does not exist|permission denied/i,
-          error: notAllowed(session.name, `${user} cannot become ${to} with su`),
-        },
-      ],
-    });
+    return becomeConversation('su', options, session, PASSWORD_PROMPT, ({ from, to, contextName }) => [
+      wrongPassword(contextName, 'su', from, to, /authentication failure|incorrect password|sorry/i),
+      {
+        pattern: /account is currently not available|user .* does not exist|permission denied/i,
+        error: notAllowed(contextName, `${from} cannot become ${to} with su`),
+      },
+    ]);
   },
 };

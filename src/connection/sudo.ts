@@ -1,6 +1,6 @@
 import { spawnTransport } from './local.js';
 import type { ConnectionMethod } from './method.js';
-import { type BecomeOptions, localAccount, notAllowed, passwordConversation, wrongPassword } from './prompts.js';
+import { type BecomeOptions, becomeConversation, notAllowed, targetAccount, wrongPassword } from './prompts.js';
 
 /** Options of the `sudo` connection method. */
 export interface SudoOptions extends BecomeOptions {
@@ -33,42 +33,33 @@ export const sudo: ConnectionMethod<SudoOptions> = {
       '-p',
       marker(session.token),
       '-u',
-      options.username ?? 'root',
+      targetAccount(options),
       options.login ? '-i' : '-H',
       ...(env === true ? ['-E'] : Array.isArray(env) && env.length > 0 ? [`--preserve-env=${env.join(',')}`] : []),
       ...(options.sudoArgs ?? []),
       '--',
       ...argv,
     ];
-    const to = options.username ?? 'root';
+    const to = targetAccount(options);
     return { ...spawnTransport(command, {}, `sudo to ${to}`), name: `sudo:${to}` };
   },
   conversation(options, session) {
-    const to = options.username ?? 'root';
-    const { user } = localAccount();
-    return passwordConversation({
-      tool: 'sudo',
-      from: user,
-      to,
-      password: options.password,
-      contextName: session.name,
-      prompt: new RegExp(`${escapeRegExp(marker(session.token))}\\s*$`),
-      refusals: [
-        {
-          pattern: /must have a tty to run sudo/i,
-          error: notAllowed(
-            session.name,
-            `sudo requires a terminal for ${user} (requiretty in sudoers) and tendril runs without one; add "Defaults:${user} !requiretty" to sudoers`,
-          ),
-        },
-        {
-          pattern:
-            /is not in the sudoers file|is not allowed to (?:execute|run)|may not run sudo|not allowed to run sudo/i,
-          error: notAllowed(session.name, `${user} may not run commands as ${to} with sudo; add a sudoers rule for it`),
-        },
-        wrongPassword(session.name, 'sudo', user, to, /incorrect password attempt|authentication failure/i),
-      ],
-    });
+    const prompt = new RegExp(`${escapeRegExp(marker(session.token))}\\s*$`);
+    return becomeConversation('sudo', options, session, prompt, ({ from, to, contextName }) => [
+      {
+        pattern: /must have a tty to run sudo/i,
+        error: notAllowed(
+          contextName,
+          `sudo requires a terminal for ${from} (requiretty in sudoers) and tendril runs without one; add "Defaults:${from} !requiretty" to sudoers`,
+        ),
+      },
+      {
+        pattern:
+          /is not in the sudoers file|is not allowed to (?:execute|run)|may not run sudo|not allowed to run sudo/i,
+        error: notAllowed(contextName, `${from} may not run commands as ${to} with sudo; add a sudoers rule for it`),
+      },
+      wrongPassword(contextName, 'sudo', from, to, /incorrect password attempt|authentication failure/i),
+    ]);
   },
 };
 
