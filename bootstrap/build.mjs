@@ -1,7 +1,7 @@
 // Builds what children receive: the first stage, the deflated core, and the
 // connection bundle. Run after `tsc` (see package.json); writes into
 // dist/bootstrap/, next to the compiled master that reads these files.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { deflateRawSync } from 'node:zlib';
@@ -86,7 +86,6 @@ const core = await bundle('src/core/index.ts', '__tendril', [portableMsgpackr, c
 const coreSource = `(function(require){${core};return __tendril})`;
 const deflated = deflateRawSync(Buffer.from(coreSource), { level: 9 });
 writeFileSync(join(out, 'core.deflate'), deflated);
-writeFileSync(join(out, 'core.js'), coreSource);
 
 // Connection layer: a CommonJS module, shipped to children by module forwarding
 // like any other; it requires the running core as `tendril:core`.
@@ -97,6 +96,10 @@ const connection = await bundle(
   'cjs',
 );
 writeFileSync(join(out, 'connection.cjs'), connection);
+
+// The openssh method's SSH_ASKPASS helper ships with the built package.
+copyFileSync(join(root, 'bootstrap', 'askpass.sh'), join(out, 'askpass.sh'));
+chmodSync(join(out, 'askpass.sh'), 0o755);
 
 const sizes = {
   firstStage: Buffer.byteLength(stage),

@@ -5,6 +5,9 @@
  * @packageDocumentation
  */
 
+// First, before any dependency is evaluated: fails clearly when tendril was bundled.
+import './master/installed.js';
+
 export type { CommonOptions } from './connection/bootstrap.js';
 export { DEFAULT_CONNECT_TIMEOUT } from './connection/bootstrap.js';
 export type { DoasOptions } from './connection/doas.js';

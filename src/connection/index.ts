@@ -11,6 +11,7 @@ export * from './known-hosts.js';
 export * from './local.js';
 export * from './method.js';
 export * from './openssh.js';
+export * from './packages.js';
 export * from './process.js';
 export * from './prompts.js';
 export * from './shell.js';

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { homedir, userInfo } from 'node:os';
 import { join } from 'node:path';
+import { importPackage } from './packages.js';
 
 /** What `~/.ssh/config` says about a host, for the settings tendril honours. */
 export interface HostSettings {
@@ -40,7 +41,7 @@ export async function hostSettings(host: string, file: string): Promise<HostSett
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { identityFiles: [] };
     throw error;
   }
-  const { default: SSHConfig } = await import('ssh-config');
+  const SSHConfig = await importPackage<typeof import('ssh-config').default>('ssh-config');
   const computed = SSHConfig.parse(text).compute(host, { matchExec: false, ignoreCase: true }) as Record<
     string,
     string | string[] | undefined

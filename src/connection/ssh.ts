@@ -17,6 +17,7 @@ import { logger } from '../core/log.js';
 import type { CommonOptions } from './bootstrap.js';
 import { fingerprint, readKnownHosts, recordHostKey, verifyHostKey } from './known-hosts.js';
 import type { ConnectionMethod, Session, Transport } from './method.js';
+import { importPackage } from './packages.js';
 import { shellCommand } from './shell.js';
 import { defaultConfigFile, type HostSettings, hostSettings, type JumpHost, parseProxyJump } from './ssh-config.js';
 
@@ -25,8 +26,7 @@ const debug = logger('ssh');
 type Ssh2 = typeof import('ssh2');
 let ssh2: Ssh2 | undefined;
 async function loadSsh2(): Promise<Ssh2> {
-  // ssh2 is CommonJS: under ESM its exports are on the default export.
-  ssh2 ??= ((await import('ssh2')) as unknown as { default: Ssh2 }).default;
+  ssh2 ??= await importPackage<Ssh2>('ssh2');
   return ssh2;
 }
 

@@ -1,11 +1,22 @@
 import createDebug from 'debug';
 
 /**
+ * A `debug` logger, as tendril uses it. Declared here rather than taken
+ * from `@types/debug`, so a program's type check never needs those types.
+ */
+export interface Logger {
+  /** Writes a line when the namespace is enabled; printf-style `%s`, `%d`, `%o`, `%O`. */
+  (format: string, ...args: unknown[]): void;
+  /** True when the namespace is enabled. */
+  readonly enabled: boolean;
+}
+
+/**
  * Diagnostics use the `debug` package under `tendril:*` namespaces
  * (`DEBUG=tendril:* node app.js`). Output of remote code arrives as
  * `LogRecord`s and is shown under `tendril:<context name>`.
  */
-export function logger(namespace: string): createDebug.Debugger {
+export function logger(namespace: string): Logger {
   return createDebug(`tendril:${namespace}`);
 }
 

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { dirname, extname, join, resolve as resolvePath } from 'node:path';
-import { build, type Plugin, stop, transform } from 'esbuild';
+import type { Plugin } from 'esbuild';
 import { closureOf, isBuiltinSpecifier, type ModuleKind, packageNameOf, type Target } from '../core/module-protocol.js';
+import { esbuildIfLoaded, loadEsbuild } from './esbuild.js';
 
 /** Decides whether a resolved file may be shipped; returns the reason when it may not. */
 export type ServePolicy = (spec: string, importer: string, resolved: string) => string | undefined;
@@ -55,7 +56,9 @@ export class ModuleGraph {
   warm(): void {
     if (this.warmed || this.closed) return;
     this.warmed = true;
-    transform('').catch(() => {});
+    loadEsbuild()
+      .then((esbuild) => esbuild.transform(''))
+      .catch(() => {});
   }
 
   /**
@@ -65,7 +68,7 @@ export class ModuleGraph {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (--open === 0) await stop();
+    if (--open === 0) await esbuildIfLoaded()?.stop();
   }
 
   /**
@@ -102,7 +105,7 @@ export class ModuleGraph {
       const entry: Record<string, Target> = {};
       const found = new Map<string, Record<string, Target>>();
       try {
-        await build({
+        await (await loadEsbuild()).build({
           stdin: { contents, resolveDir: dirname(from), sourcefile: STDIN, loader: 'js' },
           bundle: true,
           write: false,

@@ -1,12 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+// The WebAssembly lexer compiles itself synchronously on first use.
 import * as esModuleLexer from 'es-module-lexer';
-
-// The WebAssembly lexer is far faster than its asm.js twin, but must be compiled first.
-await esModuleLexer.init;
-
-import { transform } from 'esbuild';
 import type { FileRecord } from '../core/module-protocol.js';
+import { loadEsbuild } from './esbuild.js';
 
 /** A file as it is shipped, before its dependencies are attached. */
 export type ShippedSource = Pick<FileRecord, 'format' | 'source'>;
@@ -58,7 +55,7 @@ export class ModuleSources {
     }
     if (!isModule) return { format: 'cjs', source: text };
     try {
-      const result = await transform(text, {
+      const result = await (await loadEsbuild()).transform(text, {
         format: 'cjs',
         platform: 'node',
         target: 'esnext',

@@ -1,5 +1,4 @@
 import { createRequire } from 'node:module';
-import createDebug from 'debug';
 import { bootstrap, type CommonOptions } from '../connection/bootstrap.js';
 import { methods } from '../connection/connect.js';
 import { type DoasOptions, doas } from '../connection/doas.js';
@@ -17,7 +16,7 @@ import { CallError, ChannelError, type RemoteErrorInfo } from '../core/errors.js
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
 import { functionSource } from '../core/function-source.js';
 import { CONNECT, FORWARD_LOG } from '../core/handles.js';
-import type { LogRecord } from '../core/log.js';
+import { type Logger, type LogRecord, logger } from '../core/log.js';
 import { Router as CoreRouter, type PreparedCall } from '../core/router.js';
 import type { ConnectRequest, ReadyInfo, Runtime } from '../core/runtime.js';
 import type { Stream } from '../core/stream.js';
@@ -87,7 +86,7 @@ export class Router extends CoreRouter {
   readonly broker: Broker;
   private readonly ids: IdAllocator;
   private readonly runtime: Runtime;
-  private readonly logDebuggers = new Map<string, createDebug.Debugger>();
+  private readonly logDebuggers = new Map<string, Logger>();
   private closing: Promise<void> | undefined;
   private codeCache: { data: Uint8Array | undefined } | undefined;
   private readonly responder: ModuleResponder;
@@ -319,7 +318,7 @@ export class Router extends CoreRouter {
   private emitLog(record: LogRecord): void {
     let log = this.logDebuggers.get(record.contextName);
     if (!log) {
-      log = createDebug(`tendril:${record.contextName}`);
+      log = logger(record.contextName);
       this.logDebuggers.set(record.contextName, log);
     }
     log('%s', record.text);
