@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
 import {
   AuthenticationError,
   ConnectionRefusedError,
@@ -17,7 +18,7 @@ import {
   UnknownHostError,
 } from 'tendril';
 import { nodeBinary } from './support/nodes.js';
-import { waitFor } from './support/procs.js';
+import { ROOT, waitFor } from './support/procs.js';
 import { startTestbed, type Testbed } from './support/testbed.js';
 
 const whoami = () => `${(require('node:os') as typeof import('node:os')).userInfo().username} ${process.version}`;
@@ -41,7 +42,7 @@ describe('ssh', () => {
     const lines: string[] = [];
     router.on('log', (record) => lines.push(`${record.contextName}: ${record.text}`));
     const context = await router.ssh({ ...base, username: bed.accounts.key.name, identityFile: bed.keyFile });
-    assert.equal(context.name, `ssh:${bed.accounts.key.name}@127.0.0.1`);
+    assert.equal(context.name, `ssh:${bed.accounts.key.name}@127.0.0.1:${bed.port}`);
     assert.match(await context.call(whoami), new RegExp(`^${bed.accounts.key.name} v`));
     // The sshd allows one session per connection (MaxSessions 1): many concurrent calls must share it.
     const results = await Promise.all(Array.from({ length: 20 }, (_, i) => context.call((n: number) => n * 2, i)));
@@ -298,6 +299,19 @@ describe('ssh', () => {
       (error: unknown) =>
         error instanceof InterpreterError && /Node v10\.\S+ at .* is too old; Node 12 or newer/.test(error.message),
     );
+  });
+
+  test('a script holding an SSH context exits by itself, after its pending call is answered', async () => {
+    const options: SshOptions = { ...base, username: bed.accounts.key.name, identityFile: bed.keyFile };
+    const started = Date.now();
+    const script = join(ROOT, 'build', 'test', 'fixtures', 'ssh-natural-exit.js');
+    const { stdout } = await promisify(execFile)(process.execPath, [script, JSON.stringify(options)], {
+      timeout: 20_000,
+    });
+    const { pid } = JSON.parse(stdout) as { pid: number };
+    assert.ok(pid > 0);
+    // The default keepalive probes every 15 s: the script must not wait for it.
+    assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
   });
 
   test('keepalive detects a dead link and rejects pending calls', async () => {

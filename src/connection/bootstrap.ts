@@ -85,20 +85,31 @@ export async function bootstrap<O extends CommonOptions>(
   const ids = await runtime.ids.allocateChild();
   const node = options.nodePath === undefined ? method.defaultNode(options) : ([] as string[]).concat(options.nodePath);
   const stage = firstStage(runtime.firstStage, runtime.coreBundle.length);
-  const session: Session = { name: options.name ?? method.name, token: randomBytes(8).toString('hex'), deadline };
+  const session = newSession(options.name, method.name, deadline);
 
   let transport: Transport;
-  const starting = Promise.resolve(method.start(bootstrapArgv(node, stage, options.nodeCandidates), options, session));
   try {
-    transport = await withDeadline(starting, deadline, () => new ConnectTimeoutError(session.name, timeout, ''));
+    const starting = Promise.resolve().then(() =>
+      method.start(bootstrapArgv(node, stage, options.nodeCandidates), options, session),
+    );
+    transport = await withDeadline(
+      starting,
+      deadline,
+      () => new ConnectTimeoutError(session.name, timeout, '', session.step),
+      // A transport that comes up after the deadline is closed at once.
+      (late) => late.process.kill('SIGKILL'),
+    );
   } catch (error) {
-    // A transport that comes up after the deadline is closed at once.
-    starting.then((late) => late.process.kill('SIGKILL')).catch(() => {});
-    if (error instanceof BootstrapError) throw error;
-    throw new BootstrapError(session.name, `${method.name} could not start: ${(error as Error).message}`, '');
+    const failure =
+      error instanceof BootstrapError
+        ? error
+        : new BootstrapError(session.name, `${method.name} could not start: ${(error as Error).message}`, '');
+    debug('%s: starting %s failed: %s', router.name, session.name, failure.message);
+    throw failure;
   }
-  const name = options.name ?? transport.name ?? `${method.name}.${transport.process.pid ?? ids.id}`;
+  const name = options.name ?? uniqueName(router, session.name, ids.id);
   debug('%s: starting %s (id %d) %s', router.name, name, ids.id, transport.where);
+  session.step = `waiting for Node to start (${transport.where})`;
 
   const tail: string[] = [];
   const lines = new LineSplitter((text) => {
@@ -125,7 +136,7 @@ export async function bootstrap<O extends CommonOptions>(
     const cache = sameBinary ? runtime.codeCache() : undefined;
     for (const part of bootstrapPayload(runtime.coreBundle, cache)) transport.stdin.write(part);
   };
-  const conversation = method.conversation?.(options, { ...session, name });
+  const conversation = method.conversation?.(options, session);
   // Without prompts to answer the core goes at once, overlapping the interpreter's start.
   if (!conversation) sendCore();
 
@@ -142,21 +153,26 @@ export async function bootstrap<O extends CommonOptions>(
   };
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ConnectTimeoutError(name, timeout, '')), Math.max(0, deadline - Date.now()));
+    timer = setTimeout(
+      () => reject(new ConnectTimeoutError(name, timeout, '', session.step)),
+      Math.max(0, deadline - Date.now()),
+    );
   });
   timedOut.catch(() => {});
   let stream: Stream | undefined;
   try {
     const leftover = await Promise.race([
-      converse(transport, conversation, sendCore),
+      converse(transport, conversation, sendCore, session),
       ended().then((error) => Promise.reject(error)),
       timedOut,
     ]);
+    session.step = `sending the core to Node on ${transport.where} and waiting for it to report ready`;
     stream = new Stream({
       name,
       input: transport.stdout,
       output: transport.stdin,
       maxMessageSize: router.maxMessageSize,
+      ...(transport.socket && { socket: transport.socket }),
     });
     router.addChildStream(stream, ids.id, name);
     if (leftover.length > 0) stream.receive(leftover);
@@ -190,19 +206,22 @@ export async function bootstrap<O extends CommonOptions>(
     );
     return info;
   } catch (error) {
+    let failure: BootstrapError;
     if (error instanceof ConnectTimeoutError) {
       await abandon(transport, stream, 'connect timeout');
-      throw new ConnectTimeoutError(name, timeout, tail.join('\n'));
-    }
-    if (error instanceof BootstrapError) {
+      failure = new ConnectTimeoutError(name, timeout, tail.join('\n'), error.step);
+    } else if (error instanceof BootstrapError) {
       await abandon(transport, stream, error.message);
-      throw error;
+      failure = error;
+    } else {
+      // The stream failed first (the child closed it, or wrote garbage); the
+      // process is usually exiting too, and its status says more.
+      const reason = await within(ended(), EXIT_SETTLE, undefined);
+      await abandon(transport, stream, reason?.message ?? (error as Error).message);
+      failure = reason ?? new BootstrapError(name, (error as Error).message, tail.join('\n'));
     }
-    // The stream failed first (the child closed it, or wrote garbage); the
-    // process is usually exiting too, and its status says more.
-    const reason = await within(ended(), EXIT_SETTLE, undefined);
-    await abandon(transport, stream, reason?.message ?? (error as Error).message);
-    throw reason ?? new BootstrapError(name, (error as Error).message, tail.join('\n'));
+    debug('%s: starting %s failed: %s', router.name, name, failure.message);
+    throw failure;
   } finally {
     clearTimeout(timer);
   }
@@ -217,6 +236,7 @@ function converse(
   transport: Transport,
   conversation: ReturnType<NonNullable<ConnectionMethod<unknown>['conversation']>>,
   sendCore: () => void,
+  session: Session,
 ): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
     let seen = '';
@@ -230,6 +250,7 @@ function converse(
         return;
       }
       seen = '';
+      session.step = `waiting for Node to start after answering a password prompt (${transport.where})`;
       (transport.promptInput ?? transport.stdin).write(`${reply.answer}\n`);
     };
     let received = Buffer.alloc(0);
@@ -285,13 +306,53 @@ function within<T, F>(promise: Promise<T>, ms: number, fallback: F): Promise<T |
   );
 }
 
-/** `promise`, or a rejection with `onTimeout()` at `deadline` (ms since the epoch). */
-function withDeadline<T>(promise: Promise<T>, deadline: number, onTimeout: () => Error): Promise<T> {
+/**
+ * `promise`, or a rejection with `onTimeout()` at `deadline` (ms since the
+ * epoch); a value that arrives after the deadline is handed to `onLate`.
+ */
+function withDeadline<T>(
+  promise: Promise<T>,
+  deadline: number,
+  onTimeout: () => Error,
+  onLate: (value: T) => void,
+): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let late = false;
+  promise.then((value) => late && onLate(value)).catch(() => {});
   return Promise.race([
     promise,
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(onTimeout()), Math.max(0, deadline - Date.now()));
+      timer = setTimeout(
+        () => {
+          late = true;
+          reject(onTimeout());
+        },
+        Math.max(0, deadline - Date.now()),
+      );
     }),
   ]).finally(() => clearTimeout(timer));
+}
+
+/** A session whose name is `name`, else what the method describes, else the method's name. */
+function newSession(name: string | undefined, methodName: string, deadline: number): Session {
+  let current = name ?? methodName;
+  return {
+    get name() {
+      return current;
+    },
+    token: randomBytes(8).toString('hex'),
+    deadline,
+    step: `starting ${methodName}`,
+    describe(target) {
+      if (name === undefined) current = target;
+    },
+  };
+}
+
+/**
+ * A default name no other context this router knows has: `name`, else
+ * `name#<id>` (a second context to the same account on the same host).
+ */
+function uniqueName(router: Runtime['router'], name: string, id: number): string {
+  return router.hasContextNamed(name) ? `${name}#${id}` : name;
 }

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { hostname } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { PasswordError } from '../core/errors.js';
 import { spawnTransport } from './local.js';
@@ -30,15 +31,13 @@ export interface DoasOptions extends BecomeOptions {
 export const doas: ConnectionMethod<DoasOptions> = {
   name: 'doas',
   defaultNode: () => undefined,
-  start(argv, options): Transport {
+  start(argv, options, session): Transport {
     const to = targetAccount(options);
     const where = `doas to ${to}`;
+    session.describe(`doas:${to}@${hostname()}`);
     if (options.password === undefined) {
       // -n: fail rather than wait for a password nobody will type.
-      return {
-        ...spawnTransport([options.doasPath ?? 'doas', '-n', '-u', to, '--', ...argv], {}, where),
-        name: `doas:${to}`,
-      };
+      return spawnTransport([options.doasPath ?? 'doas', '-n', '-u', to, '--', ...argv], {}, where);
     }
     // The terminal script provides carries only the prompt (doas's stderr);
     // doas's stdin and stdout, and so the stream, stay on fds 3 and 4's pipes.
@@ -55,7 +54,6 @@ export const doas: ConnectionMethod<DoasOptions> = {
       promptInput: terminalIn as Writable,
       process: processHandle(child),
       where,
-      name: `doas:${to}`,
     };
   },
   conversation(options, session) {

@@ -40,5 +40,9 @@ export const local: ConnectionMethod<LocalOptions> = {
   name: 'local',
   sameMachine: true,
   defaultNode: () => [process.execPath],
-  start: (argv, options) => spawnTransport(argv, options as Pick<SpawnOptions, 'env' | 'cwd'>, 'local'),
+  start(argv, options, session) {
+    const transport = spawnTransport(argv, options as Pick<SpawnOptions, 'env' | 'cwd'>, 'local');
+    if (transport.process.pid !== undefined) session.describe(`local.${transport.process.pid}`);
+    return transport;
+  },
 };

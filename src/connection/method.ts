@@ -19,8 +19,12 @@ export interface Transport {
   readonly process: ChildProcessHandle;
   /** Where the process runs, for error messages, e.g. `'local'` or `'ssh web1:22'`. */
   readonly where: string;
-  /** Default name of the context, e.g. `'ssh:deploy@web1'`; otherwise `<method>.<pid>`. */
-  readonly name?: string;
+  /**
+   * The connection under the stream, when stdin and stdout are not sockets
+   * or pipes themselves (an SSH channel: its TCP socket). It is kept
+   * referenced while calls are pending, so a waiting program does not exit.
+   */
+  readonly socket?: { ref(): unknown; unref(): unknown };
   /** Where prompts are answered when not on stdin (a terminal the method set up). */
   readonly promptInput?: Writable;
   /** Translates a failure of the transport itself (refused, unknown host, ...) into a precise error. */
@@ -29,12 +33,26 @@ export interface Transport {
 
 /** Facts about one connection attempt that a method and its conversation share. */
 export interface Session {
-  /** Name the new context will have. */
+  /**
+   * Name of the new context: the `name` option, else a description of the
+   * target that the method sets as soon as it knows it (`describe`), so
+   * that errors and debug output before the context is ready say where.
+   */
   readonly name: string;
   /** Random token unique to this attempt, for prompt markers. */
   readonly token: string;
   /** When the whole connection must be done (ms since the epoch): `connectTimeout` across every hop. */
   readonly deadline: number;
+  /**
+   * What the attempt is doing now, e.g. `'authenticating as deploy to
+   * web1:22'`; a `ConnectTimeoutError` quotes it. Methods update it as they go.
+   */
+  step: string;
+  /**
+   * Names the target, e.g. `'ssh:deploy@web1:22'` or `'sudo:root@web1'`:
+   * becomes the context's name unless the `name` option gave one.
+   */
+  describe(target: string): void;
 }
 
 /** What to do about output seen while the target starts. */

@@ -69,6 +69,9 @@ export const openssh: ConnectionMethod<OpensshOptions> = {
   defaultNode: () => undefined,
   async start(argv, options, session): Promise<Transport> {
     const policy = options.hostKeyPolicy ?? 'strict';
+    const target = `${options.username ? `${options.username}@` : ''}${options.hostname}${options.port ? `:${options.port}` : ''}`;
+    session.describe(`openssh:${target}`);
+    session.step = `connecting with ssh to ${options.hostname}`;
     const secrets = options.password !== undefined || options.passphrase !== undefined;
     const remaining = Math.max(1, Math.ceil((session.deadline - Date.now()) / 1000));
     const keepalive = Math.ceil((options.keepaliveInterval ?? 15_000) / 1000);
@@ -120,14 +123,13 @@ export const openssh: ConnectionMethod<OpensshOptions> = {
     void handle.exited.then(() => askpass?.close());
     const { stdin, stdout, stderr } = child;
     if (!stdin || !stdout || !stderr) throw new Error('spawn returned no stdio pipes');
-    const where = `openssh ${options.username ? `${options.username}@` : ''}${options.hostname}${options.port ? `:${options.port}` : ''}`;
+    const where = `openssh ${target}`;
     return {
       stdin,
       stdout,
       stderr,
       process: handle,
       where,
-      name: `openssh:${options.username ? `${options.username}@` : ''}${options.hostname}`,
       explain: (output) => explain(output, session.name, options, askpass),
     };
   },

@@ -95,6 +95,7 @@ export const ssh: ConnectionMethod<SshOptions> = {
       ),
     );
     const hops = [...jumps, target];
+    session.describe(`ssh:${target.user}@${options.hostname}:${target.port}`);
     const keepalive =
       options.keepaliveInterval ??
       (settings.serverAliveInterval !== undefined ? settings.serverAliveInterval * 1000 : 15_000);
@@ -111,13 +112,9 @@ export const ssh: ConnectionMethod<SshOptions> = {
           sock = await forwardOut(client, next, session.name);
         }
       }
+      session.step = `starting Node on ${target.host}:${target.port}`;
       const channel = await exec(clients[clients.length - 1] as Client, shellCommand(argv), session.name, target);
-      return transport(
-        channel,
-        clients,
-        `ssh ${target.user}@${target.host}:${target.port}`,
-        `ssh:${target.user}@${target.host}`,
-      );
+      return transport(channel, clients, `ssh ${target.user}@${target.host}:${target.port}`);
     } catch (error) {
       for (const client of clients) client.end();
       throw error;
@@ -218,6 +215,7 @@ function connectHop(
     client.on('ready', () => {
       settled = true;
       debug('%s: connected to %s (auth: %s)', session.name, where, tried.join(', '));
+      keepAlive(client, keepaliveInterval, where, session.name);
       resolve(client);
     });
     client.on('error', (error: Error & { level?: string; code?: string }) => {
@@ -239,8 +237,8 @@ function connectHop(
         1,
         Math.min(session.deadline - Date.now(), hop.connectTimeout ?? Number.POSITIVE_INFINITY),
       ),
-      keepaliveInterval,
-      keepaliveCountMax: KEEPALIVE_COUNT,
+      // tendril's own keepalive (see keepAlive) replaces ssh2's.
+      keepaliveInterval: 0,
       hostVerifier: (key: Buffer) => {
         if (policy === 'ignore') return true;
         const verdict = verifyHostKey(readKnownHosts(knownHostsFile), hop.host, hop.port, key);
@@ -278,6 +276,39 @@ function connectHop(
       },
     });
   });
+}
+
+/**
+ * Probes the server every `interval` ms and destroys the connection once
+ * KEEPALIVE_COUNT probes in a row go unanswered, which closes the channel
+ * and so the context, rejecting its pending calls. ssh2 has a keepalive of
+ * its own, but its timer keeps the event loop alive, so a program that
+ * holds an SSH context and forgets `router.shutdown()` would never exit;
+ * this timer does not hold the program. The probe is a global request
+ * every server must answer: cancelling a port forward that was never
+ * requested (the server says no, and any answer will do).
+ */
+function keepAlive(client: Client, interval: number, where: string, contextName: string): void {
+  if (!(interval > 0)) return;
+  let unanswered = 0;
+  const timer = setInterval(() => {
+    if (unanswered >= KEEPALIVE_COUNT) {
+      clearInterval(timer);
+      debug('%s: %d keepalive probes to %s went unanswered: closing the connection', contextName, unanswered, where);
+      client.destroy();
+      return;
+    }
+    unanswered++;
+    try {
+      client.unforwardIn('127.0.0.1', 0, () => {
+        unanswered = 0;
+      });
+    } catch {
+      // Not connected any more: 'close' clears the timer.
+    }
+  }, interval);
+  timer.unref();
+  client.once('close', () => clearInterval(timer));
 }
 
 function translate(
@@ -327,7 +358,7 @@ function exec(client: Client, command: string, contextName: string, hop: Hop): P
   });
 }
 
-function transport(channel: ClientChannel, clients: Client[], where: string, name: string): Transport {
+function transport(channel: ClientChannel, clients: Client[], where: string): Transport {
   const closeAll = () => {
     for (const client of [...clients].reverse()) client.end();
   };
@@ -363,5 +394,12 @@ function transport(channel: ClientChannel, clients: Client[], where: string, nam
     ref: () => socket?.ref?.(),
     unref: () => socket?.unref?.(),
   };
-  return { stdin: channel, stdout: channel, stderr: channel.stderr, process: handle, where, name };
+  return {
+    stdin: channel,
+    stdout: channel,
+    stderr: channel.stderr,
+    process: handle,
+    where,
+    ...(socket && { socket: { ref: () => socket.ref?.(), unref: () => socket.unref?.() } }),
+  };
 }

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { spawnTransport } from './local.js';
 import type { ConnectionMethod } from './method.js';
 import {
@@ -28,10 +29,11 @@ export interface SuOptions extends BecomeOptions {
 export const su: ConnectionMethod<SuOptions> = {
   name: 'su',
   defaultNode: () => undefined,
-  start(argv, options) {
+  start(argv, options, session) {
     const to = targetAccount(options);
     const command = [options.suPath ?? 'su', ...(options.login ? ['-l'] : []), to, '-c', shellCommand(argv)];
-    return { ...spawnTransport(command, {}, `su to ${to}`), name: `su:${to}` };
+    session.describe(`su:${to}@${hostname()}`);
+    return spawnTransport(command, {}, `su to ${to}`);
   },
   conversation(options, session) {
     return becomeConversation('su', options, session, PASSWORD_PROMPT, ({ from, to, contextName }) => [

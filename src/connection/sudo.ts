@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { spawnTransport } from './local.js';
 import type { ConnectionMethod } from './method.js';
 import { type BecomeOptions, becomeConversation, notAllowed, targetAccount, wrongPassword } from './prompts.js';
@@ -41,7 +42,8 @@ export const sudo: ConnectionMethod<SudoOptions> = {
       ...argv,
     ];
     const to = targetAccount(options);
-    return { ...spawnTransport(command, {}, `sudo to ${to}`), name: `sudo:${to}` };
+    session.describe(`sudo:${to}@${hostname()}`);
+    return spawnTransport(command, {}, `sudo to ${to}`);
   },
   conversation(options, session) {
     const prompt = new RegExp(`${escapeRegExp(marker(session.token))}\\s*$`);

@@ -218,6 +218,7 @@ export class Context {
    * gone resolves at once.
    */
   async shutdown(options: ShutdownOptions = {}): Promise<void> {
+    this.router.expectDeparture(this.id, 'it was shut down (context.shutdown())');
     try {
       await this.router.request(this.parentId, STOP_CHILD, encode([this.id, options.grace ?? null]), {
         what: 'shutdown',

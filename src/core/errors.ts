@@ -166,20 +166,28 @@ export class BootstrapError extends TendrilError {
 export class ConnectTimeoutError extends BootstrapError {
   /** The limit that passed, in milliseconds. */
   readonly timeoutMs: number;
+  /**
+   * What the connection was doing when time ran out, naming host and port
+   * where there is one, e.g. `'SSH handshake with deploy@web1:22'`.
+   */
+  readonly step: string;
 
   /**
    * @param contextName the name the context would have had.
-   * @param timeoutMs the `connectTimeout` that passed, in ms.
+   * @param timeoutMs the limit that passed, in ms.
    * @param lastOutput the last lines the child wrote.
+   * @param step what the connection was doing, e.g. `'authenticating as deploy to web1:22'`.
+   * @param limit which limit passed; default `'connectTimeout'`.
    */
-  constructor(contextName: string, timeoutMs: number, lastOutput: string) {
+  constructor(contextName: string, timeoutMs: number, lastOutput: string, step = 'starting', limit = 'connectTimeout') {
     super(
       contextName,
-      `not ready after ${timeoutMs} ms (connectTimeout), so it was killed`,
+      `not ready after ${timeoutMs} ms (${limit}) while ${step}, so it was stopped`,
       lastOutput,
       'ERR_TENDRIL_CONNECT_TIMEOUT',
     );
     this.timeoutMs = timeoutMs;
+    this.step = step;
   }
 }
 

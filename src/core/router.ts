@@ -16,6 +16,9 @@ import type { Stream } from './stream.js';
 
 const debug = logger('router');
 
+/** Departed contexts remembered, for errors that say what became of them. */
+const MAX_DEPARTED = 1024;
+
 /**
  * Decides whether a message may reach a handle. `stream` is the stream it
  * arrived on, or undefined when it was sent from this context.
@@ -126,6 +129,10 @@ export class Router extends EventEmitter<RouterEvents> {
   /** Descendant context ID -> stream it is reached through. */
   private readonly routes = new Map<number, Stream>();
   private readonly names = new Map<number, string>();
+  /** Contexts that went away: name and why, oldest first, at most MAX_DEPARTED. */
+  private readonly departed = new Map<number, { name: string; reason: string }>();
+  /** Why contexts being stopped on purpose are going away, until they have. */
+  private readonly leaving = new Map<number, string>();
   private readonly streams = new Set<Stream>();
   private nextHandle = FIRST_DYNAMIC_HANDLE;
   private inflight = 0;
@@ -155,7 +162,35 @@ export class Router extends EventEmitter<RouterEvents> {
 
   /** Name recorded for a context ID, or `'context <id>'`. */
   nameOf(contextId: number): string {
-    return this.names.get(contextId) ?? `context ${contextId}`;
+    return this.names.get(contextId) ?? this.departed.get(contextId)?.name ?? `context ${contextId}`;
+  }
+
+  /** True when a reachable context known to this router (itself or a descendant) has this name. */
+  hasContextNamed(name: string): boolean {
+    for (const known of this.names.values()) if (known === name) return true;
+    return false;
+  }
+
+  /**
+   * Why a context this router knew is gone (`'it was shut down'`, `'end of
+   * stream (stream to web1)'`), or undefined for one it still reaches or
+   * never knew. The last 1024 departures are remembered.
+   */
+  departureOf(contextId: number): string | undefined {
+    return this.departed.get(contextId)?.reason;
+  }
+
+  /**
+   * Records that `contextId` is being stopped on purpose, so that once it
+   * is gone, errors about it give `why` instead of the stream's end.
+   */
+  expectDeparture(contextId: number, why: string): void {
+    if (this.routes.has(contextId)) this.leaving.set(contextId, why);
+  }
+
+  /** `expectDeparture` for every context this router reaches. */
+  expectAllDepartures(why: string): void {
+    for (const contextId of this.routes.keys()) this.leaving.set(contextId, why);
   }
 
   /** Records a context's name for messages and errors. */
@@ -265,6 +300,11 @@ export class Router extends EventEmitter<RouterEvents> {
         reject(signal.reason);
         return;
       }
+      const departure = this.routes.has(dst) ? undefined : this.departed.get(dst);
+      if (departure) {
+        reject(new ContextDisconnectedError(departure.name, dst, departure.reason));
+        return;
+      }
       let timer: ReturnType<typeof setTimeout> | undefined;
       let replyTo = 0;
       const settle = () => {
@@ -333,7 +373,13 @@ export class Router extends EventEmitter<RouterEvents> {
     }
     const out = this.routes.get(message.dst) ?? this.parentStream;
     if (!out || out.closed) {
-      this.deadReply(message, `no route to context ${message.dst} from ${this.name}`);
+      const departure = this.departed.get(message.dst);
+      this.deadReply(
+        message,
+        departure
+          ? `context '${departure.name}' (id ${message.dst}) is gone: ${departure.reason}`
+          : `no route to context ${message.dst} from ${this.name}`,
+      );
       return;
     }
     if (out === inStream) {
@@ -484,8 +530,13 @@ export class Router extends EventEmitter<RouterEvents> {
     this.deleteRoute(target, typeof reason === 'string' ? reason : 'route deleted');
   }
 
-  private deleteRoute(target: number, reason: string): void {
+  private deleteRoute(target: number, streamReason: string): void {
     if (!this.routes.delete(target)) return;
+    const reason = this.leaving.get(target) ?? streamReason;
+    this.leaving.delete(target);
+    this.departed.set(target, { name: this.nameOf(target), reason });
+    this.names.delete(target);
+    if (this.departed.size > MAX_DEPARTED) this.departed.delete(this.departed.keys().next().value as number);
     if (this.parentStream && !this.parentStream.closed) {
       this.parentStream.send(
         Message.encoded({ dst: this.parentId, src: this.id, auth: this.id, handle: DEL_ROUTE, replyTo: 0 }, [

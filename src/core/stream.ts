@@ -32,6 +32,12 @@ export interface StreamOptions {
   output: Writable;
   /** Largest payload accepted or sent, in bytes. */
   maxMessageSize: number;
+  /**
+   * What keeps the event loop alive for this stream when `input` and
+   * `output` cannot (an SSH channel: its connection's socket); follows
+   * `ref()` and `unref()` with them.
+   */
+  socket?: Refable;
 }
 
 /**
@@ -46,8 +52,10 @@ export interface BlockingIo {
 }
 
 /** Anything with Node's handle ref counting (sockets, pipes). */
-interface Refable {
+export interface Refable {
+  /** Keeps the event loop alive. */
   ref?: () => unknown;
+  /** Stops keeping the event loop alive. */
   unref?: () => unknown;
 }
 
@@ -68,6 +76,7 @@ export class Stream extends EventEmitter<StreamEvents> {
   readonly stats: StreamStats = { bytesIn: 0, bytesOut: 0, messagesIn: 0, messagesOut: 0 };
   private readonly input: Readable;
   private readonly output: Writable;
+  private readonly socket: Refable | undefined;
   private readonly decoder: FrameDecoder;
   private closeReason: string | undefined;
   /** Messages that arrived during a blocking request, delivered once it is over. */
@@ -80,6 +89,7 @@ export class Stream extends EventEmitter<StreamEvents> {
     this.name = options.name;
     this.input = options.input;
     this.output = options.output;
+    this.socket = options.socket;
     this.decoder = new FrameDecoder(options.maxMessageSize);
     this.input.on('data', this.onData);
     this.input.on('end', () => this.close('end of stream'));
@@ -210,12 +220,14 @@ export class Stream extends EventEmitter<StreamEvents> {
   ref(): void {
     (this.input as Refable).ref?.();
     (this.output as Refable).ref?.();
+    this.socket?.ref?.();
   }
 
   /** Lets the process exit even though the stream is open. */
   unref(): void {
     (this.input as Refable).unref?.();
     (this.output as Refable).unref?.();
+    this.socket?.unref?.();
   }
 
   /** Closes both directions and emits `close` once with `reason`. */

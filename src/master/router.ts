@@ -237,6 +237,7 @@ export class Router extends CoreRouter {
    */
   shutdown(): Promise<void> {
     if (!this.closing) {
+      this.expectAllDepartures(`it was shut down with router '${this.name}' (router.shutdown())`);
       this.closing = this.broker.shutdown().then(async () => {
         this.closeHandlers(new ChannelError(this.name, this.id, 'the router was shut down'));
         await this.responder.close();

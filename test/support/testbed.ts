@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 /** A test account and the password it has for this run. */
 export interface Account {
@@ -85,20 +85,42 @@ function requireRoot(): void {
   }
 }
 
+/**
+ * Where the accounts' passwords are kept between runs (root only), so that
+ * runs reuse them: two suites running at once never change each other's.
+ */
+const PASSWORD_FILE = '/var/lib/tendril-testbed/passwords.json';
+
 function ensureAccounts(): Accounts {
   const accounts = {} as Accounts;
-  const passwords: string[] = [];
+  let known: Record<string, string> = {};
+  try {
+    known = JSON.parse(readFileSync(PASSWORD_FILE, 'utf8')) as Record<string, string>;
+  } catch {
+    // First run on this machine.
+  }
+  const changed: string[] = [];
   for (const [role, name] of Object.entries(ROLES) as [keyof Accounts, string][]) {
+    let created = false;
     try {
       run('id', [name]);
     } catch {
       run('useradd', ['--create-home', '--shell', '/bin/bash', name]);
+      created = true;
     }
-    const password = `Pw-${randomBytes(9).toString('base64url')}`;
+    let password = known[name];
+    if (password === undefined || created) {
+      password = `Pw-${randomBytes(9).toString('base64url')}`;
+      known[name] = password;
+      changed.push(`${name}:${password}`);
+    }
     accounts[role] = { name, password };
-    passwords.push(`${name}:${password}`);
   }
-  run('chpasswd', [], `${passwords.join('\n')}\n`);
+  if (changed.length > 0) {
+    run('chpasswd', [], `${changed.join('\n')}\n`);
+    mkdirSync(dirname(PASSWORD_FILE), { recursive: true, mode: 0o700 });
+    writeFileSync(PASSWORD_FILE, JSON.stringify(known), { mode: 0o600 });
+  }
   const { password, sudoer, target, tty, feedback } = accounts;
   const sudoers = [
     '# tendril test bed (test/support/testbed.ts)',
