@@ -27,6 +27,7 @@ export {
   AuthenticationError,
   BootstrapError,
   CallError,
+  CapturedVariableError,
   ChannelError,
   ConnectionRefusedError,
   ConnectTimeoutError,

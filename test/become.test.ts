@@ -4,8 +4,8 @@ import {
   type Context,
   ContextDisconnectedError,
   type LogRecord,
-  type NotAllowedError,
-  type PasswordError,
+  NotAllowedError,
+  PasswordError,
   Router,
   type SshOptions,
 } from 'tendril';
@@ -62,11 +62,13 @@ describe('sudo, su and doas', () => {
     await assert.rejects(
       router.sudo({ via: account, username: bed.accounts.target.name, password: 'definitely-wrong' }),
       (error: unknown) =>
-        error instanceof Error &&
-        error.name === 'CallError' &&
-        /PasswordError/.test(error.message) &&
+        // Raised in the via context, it arrives as its own class, with its fields.
+        error instanceof PasswordError &&
+        error.code === 'ERR_TENDRIL_PASSWORD' &&
+        error.contextName === `sudo:${bed.accounts.target.name}@${account.info.hostname}` &&
         /wrong password for sudo/.test(error.message) &&
-        !error.message.includes('definitely-wrong'),
+        !error.message.includes('definitely-wrong') &&
+        /raised in context/.test(error.stack ?? ''),
     );
     assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
     await assert.rejects(
@@ -81,8 +83,9 @@ describe('sudo, su and doas', () => {
     await assert.rejects(
       router.sudo({ via: nosudo, username: bed.accounts.target.name, password: bed.accounts.nosudo.password }),
       (error: unknown) => {
-        assert.ok(error instanceof Error);
-        assert.match(error.message, /NotAllowedError.*may not run commands as tendril-target with sudo/);
+        assert.ok(error instanceof NotAllowedError, String(error));
+        assert.match(error.message, /may not run commands as tendril-target with sudo/);
+        assert.match(error.lastOutput, /is not in the sudoers file/);
         return true;
       },
     );
@@ -120,7 +123,7 @@ describe('sudo, su and doas', () => {
     assert.equal(await target.call(whoami), bed.accounts.target.name);
     await assert.rejects(
       router.su({ via: key, username: bed.accounts.target.name, password: 'wrong-one' }),
-      /PasswordError.*wrong password for su/,
+      (error: unknown) => error instanceof PasswordError && /wrong password for su/.test(error.message),
     );
     await key.shutdown();
   });
@@ -148,11 +151,11 @@ describe('sudo, su and doas', () => {
     await waitFor(() => logs.some((r) => r.contextId === withPassword.id && r.text === 'doas output'));
     await assert.rejects(
       router.doas({ via: account, username: bed.accounts.target.name, password: 'wrong' }),
-      /PasswordError.*wrong password for doas/,
+      (error: unknown) => error instanceof PasswordError && /wrong password for doas/.test(error.message),
     );
     await assert.rejects(
       router.doas({ via: account, username: bed.accounts.target.name }),
-      /PasswordError.*none was given/,
+      (error: unknown) => error instanceof PasswordError && /none was given/.test(error.message),
     );
     await Promise.all([sudoer.shutdown(), account.shutdown()]);
   });
@@ -160,8 +163,7 @@ describe('sudo, su and doas', () => {
   test('doas refusal: not permitted by doas.conf', async () => {
     const nosudo = await login('nosudo');
     await assert.rejects(router.doas({ via: nosudo, username: bed.accounts.target.name }), (error: unknown) => {
-      assert.ok(error instanceof Error);
-      assert.match(error.message, /NotAllowedError|PasswordError/);
+      assert.ok(error instanceof NotAllowedError || error instanceof PasswordError, String(error));
       return true;
     });
     await nosudo.shutdown();
@@ -251,6 +253,3 @@ describe('sudo, su and doas', () => {
     });
   }
 });
-
-// Keep the type import used: PasswordError and NotAllowedError are what CallError wraps from a via context.
-export type Wrapped = PasswordError | NotAllowedError;

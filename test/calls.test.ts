@@ -185,14 +185,14 @@ describe('calls', () => {
     assert.equal(await child.call(() => globalThis.__ran), undefined);
   });
 
-  test('an unsupported return value is a CallError naming it', async () => {
+  test('an unsupported return value is an UnsupportedValueError naming it, raised in the context', async () => {
     await assert.rejects(
       child.call(() => new (class Widget {})()),
       (error: unknown) =>
-        error instanceof CallError &&
-        error.remoteName === 'UnsupportedValueError' &&
-        /return value/.test(error.message) &&
-        /Widget/.test(error.message),
+        error instanceof UnsupportedValueError &&
+        error.path === 'return value' &&
+        /Widget/.test(error.message) &&
+        /raised in context 'calls'/.test(error.stack ?? ''),
     );
   });
 
@@ -223,10 +223,11 @@ describe('message size limits', () => {
     assert.equal(await child.call((b: Buffer) => b.length, Buffer.alloc(1024)), 1024);
   });
 
-  test('the limit is inherited by the child: a reply over it is a CallError', async () => {
+  test('the limit is inherited by the child: a reply over it is a MessageTooLargeError from there', async () => {
     await assert.rejects(
       child.call(() => Buffer.alloc(100 * 1024)),
-      (error: unknown) => error instanceof CallError && error.remoteName === 'MessageTooLargeError',
+      (error: unknown) =>
+        error instanceof MessageTooLargeError && error.maxMessageSize === 64 * 1024 && error.size > 100 * 1024,
     );
     assert.equal(await child.call(() => 'fine'), 'fine');
   });

@@ -1,7 +1,8 @@
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { encode, encodePrepared, prepareValue } from './codec.js';
 import type { CallPayload, ReplyPayload } from './dispatcher.js';
-import { CallError, ContextDisconnectedError, type RemoteErrorInfo } from './errors.js';
+import { CapturedVariableError, ContextDisconnectedError, type RemoteErrorInfo, remoteError } from './errors.js';
 import { CALL_FUNCTION, MODULE_STATS, STOP_CHILD } from './handles.js';
 import type { ImporterStats } from './importer.js';
 import { Message } from './message.js';
@@ -31,9 +32,11 @@ export interface CallOptions {
    */
   signal?: AbortSignal;
   /**
-   * Directory (or a file URL or path in it) that the function's `require()`
-   * and `import()` resolve from, as the master would resolve them there.
-   * Default: the master's working directory when the Router was created.
+   * Where the function's `require()` and `import()` resolve from, as the
+   * master would resolve them there: a module's path or file URL (such as
+   * `import.meta.url`), or a directory. Default: the Router's `base`
+   * option, else the module that called `call()` (normally the one that
+   * defines the function), else the main module.
    */
   base?: string | URL;
 }
@@ -97,11 +100,16 @@ export class Context {
   /**
    * Runs `fn` in this context with `args` and resolves with its return value
    * (awaited, if it returns a promise). `fn` travels as source text, so it
-   * must be self-contained: it may use its parameters, globals and
-   * `require()`, but not variables from the scope it was written in.
+   * must be self-contained: it may use its parameters, globals,
+   * `require()` and `import()` (resolved from the module that calls
+   * `call()`; see `CallOptions.base`), but not variables from the scope it
+   * was written in.
    *
    * @returns the function's result, decoded (see docs/protocol.md for the types that travel).
-   * @throws CallError when `fn` throws or rejects in the context.
+   * @throws CapturedVariableError (a TypeError) when `fn` reads variables of
+   *   the scope it was written in; nothing is sent.
+   * @throws CallError when `fn` throws or rejects in the context; a
+   *   `TendrilError` thrown there arrives as its own class instead.
    * @throws ContextDisconnectedError / ChannelError when the context is or becomes unreachable.
    * @throws UnsupportedValueError (a TypeError) when an argument cannot be sent; nothing is sent.
    * @throws TypeError when `fn` is native, bound or a class.
@@ -116,12 +124,26 @@ export class Context {
    * `AbortSignal`. Besides the errors of `call`, rejects with `TimeoutError`
    * when the timeout passes and with the signal's reason when it aborts.
    */
-  async callWith<F extends AnyFunction>(
+  callWith<F extends AnyFunction>(
     options: CallOptions,
     fn: F,
     ...args: Parameters<F>
   ): Promise<Awaited<ReturnType<F>>> {
-    const payload = this.encodeCall(fn, args, options.base);
+    let payload: Uint8Array;
+    try {
+      // Synchronously, while the caller's frame is on the stack (it is the default base).
+      payload = this.encodeCall(fn, args, options.base);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.sendCall(payload, options, fn);
+  }
+
+  private async sendCall<F extends AnyFunction>(
+    payload: Uint8Array,
+    options: CallOptions,
+    fn: F,
+  ): Promise<Awaited<ReturnType<F>>> {
     return (await this.send(payload, options, `call to ${fn.name || 'an anonymous function'}()`)) as Awaited<
       ReturnType<F>
     >;
@@ -137,8 +159,9 @@ export class Context {
    * const tasks = child.import<typeof import('./tasks.js')>(new URL('./tasks.js', import.meta.url));
    * ```
    *
-   * @param module a file URL, an absolute path, or a specifier resolved
-   *   from `options.base` (default: the master's working directory).
+   * @param module a file URL, an absolute path, a relative path (from the
+   *   module that calls `import()`, like an `import` statement there), or a
+   *   package specifier resolved from `options.base` (default: that module).
    * @param options timeout, signal and base applied to every call through the proxy.
    * @returns a proxy; calling an export that is not a function rejects with a
    *   `CallError` whose `remoteName` is `'TypeError'`.
@@ -146,9 +169,12 @@ export class Context {
    *   (a syntax error names the file and line) or the function throws.
    */
   import<M>(module: string | URL, options: CallOptions = {}): RemoteModule<M> {
-    const specifier = this.router.trustModuleOrigin(toPathOrSpecifier(module));
-    const base =
-      options.base === undefined ? undefined : this.router.trustModuleOrigin(toPathOrSpecifier(options.base));
+    const base = this.router.resolveBase(options.base);
+    let specifier = toPathOrSpecifier(module);
+    if ((specifier.startsWith('./') || specifier.startsWith('../')) && base !== undefined) {
+      specifier = join(dirname(base), specifier);
+    }
+    specifier = this.router.trustModuleOrigin(specifier);
     return new Proxy(
       {},
       {
@@ -183,13 +209,19 @@ export class Context {
     });
     const [status, value] = reply.unpack(this.router) as ReplyPayload;
     if (status === 0) return value;
-    throw new CallError(value as RemoteErrorInfo, this.name, this.id);
+    throw remoteError(value as RemoteErrorInfo, this.name, this.id);
   }
 
   private encodeCall(fn: AnyFunction, args: unknown[], base: string | URL | undefined): Uint8Array {
-    const { source, preload } = this.router.prepareCall(fn);
+    const { source, preload, captured, usesModules } = this.router.prepareCall(fn);
+    if (captured.length > 0) {
+      throw new CapturedVariableError(captured, fn.name ? `function '${fn.name}'` : 'an anonymous function', this.name);
+    }
     const call: CallPayload = { f: source, a: prepareValue(args, 'args') as unknown[] };
-    if (base !== undefined) call.b = this.router.trustModuleOrigin(toPathOrSpecifier(base));
+    if (base !== undefined || usesModules) {
+      const from = this.router.resolveBase(base);
+      if (from !== undefined) call.b = from;
+    }
     if (preload.length > 0) call.p = preload;
     return encodePrepared(call);
   }

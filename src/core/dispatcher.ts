@@ -20,7 +20,10 @@ export interface CallPayload {
   e?: string;
   /** Arguments. */
   a: unknown[];
-  /** Directory (on the master) that the function's `require()` and `import()` resolve from. */
+  /**
+   * File (a path on the master) the function's `require()` and `import()`
+   * resolve from, as if written there: a module, or `<dir>/[tendril call]`.
+   */
   b?: string;
   /** Specifiers the function requires literally, fetched before it runs. */
   p?: string[];
@@ -28,6 +31,20 @@ export interface CallPayload {
 
 /** Payload of a call's reply: `[0, result]` or `[1, error info]`. */
 export type ReplyPayload = [0, unknown] | [1, ReturnType<typeof toRemoteErrorInfo>];
+
+/**
+ * A shipped function that reads a variable of the scope it was written in
+ * fails with a bare "x is not defined" where it runs (when the master's
+ * check could not tell: a source it cannot parse, a global only it has).
+ * Says why, on the error itself, before it travels.
+ */
+function explainReferenceError(error: unknown): void {
+  if (!(error instanceof ReferenceError) || !/^\S+ is not defined$/.test(error.message)) return;
+  const firstFrame = /\n\s+at [^\n]*/.exec(error.stack ?? '')?.[0] ?? '';
+  if (!firstFrame.includes('tendril-call:')) return;
+  error.message +=
+    ': functions passed to call() travel as source text and cannot see variables of the scope they were written in; pass values as arguments, and write globals of this context as globalThis.<name>';
+}
 
 /** The file name a call's `require()` resolves from: a name in its base directory. */
 export function callOrigin(base: string): string {
@@ -81,7 +98,7 @@ export class Dispatcher {
   private callFunction(call: CallPayload): unknown {
     if (typeof call.f !== 'string') throw new TypeError('malformed CALL_FUNCTION payload: no function');
     const factory = compileFunction(call.f);
-    const from = callOrigin(typeof call.b === 'string' ? call.b : this.defaultBase);
+    const from = typeof call.b === 'string' ? call.b : callOrigin(this.defaultBase);
     const run = () => factory(this.importer.requireFrom(from), this.importer.importFrom(from)).apply(undefined, call.a);
     const preload = Array.isArray(call.p) ? call.p.filter((spec): spec is string => typeof spec === 'string') : [];
     // Literal require()s are fetched up front, in one round trip, so the function need not block on them.
@@ -90,7 +107,7 @@ export class Dispatcher {
 
   private async callExport(call: CallPayload, path: string, name: string): Promise<unknown> {
     // An absolute path stands for itself; a specifier resolves from the call's base.
-    const from = path.startsWith('/') ? path : callOrigin(typeof call.b === 'string' ? call.b : this.defaultBase);
+    const from = path.startsWith('/') ? path : typeof call.b === 'string' ? call.b : callOrigin(this.defaultBase);
     const namespace = (await this.importer.import(from, path)) as Record<string, unknown>;
     const value = name === 'default' ? namespace.default : namespace[name];
     if (typeof value !== 'function') {
@@ -123,6 +140,7 @@ export class Dispatcher {
   }
 
   private fail(message: Message, error: unknown): void {
+    explainReferenceError(error);
     if (message.replyTo === 0) {
       this.onUnreported(error);
       return;

@@ -36,6 +36,11 @@ export interface RemoteErrorInfo {
   stack: string;
   /** The remote `error.code`, when it had a string code (e.g. `'ENOENT'`). */
   code?: string;
+  /**
+   * For tendril's own errors: their data fields (`contextName`,
+   * `methodsTried`...), so they can be rebuilt as their class.
+   */
+  fields?: Record<string, unknown>;
 }
 
 /**
@@ -350,6 +355,76 @@ export class UnsupportedValueError extends TypeError {
   }
 }
 
+/**
+ * A function given to `call()` reads variables of the scope it was
+ * written in. Functions travel as source text and run in another process,
+ * where those variables do not exist; nothing was sent.
+ */
+export class CapturedVariableError extends TypeError {
+  /** Stable machine-readable code. */
+  readonly code = 'ERR_TENDRIL_CAPTURED_VARIABLE';
+  /** The identifiers the function reads from its enclosing scope. */
+  readonly names: string[];
+
+  /**
+   * @param names the captured identifiers.
+   * @param what the function, e.g. `"function 'deploy'"`.
+   * @param contextName the context it was to run in.
+   */
+  constructor(names: string[], what: string, contextName: string) {
+    const list = names.map((name) => `'${name}'`).join(', ');
+    super(
+      `cannot run ${what} in context '${contextName}': it uses ${list} from the scope it was written in, which will not exist there. Functions travel as source text, so pass values as arguments (context.call((${names.join(', ')}) => ..., ${names.join(', ')})), load modules with require() or import() inside the function, and write globals of the target as globalThis.${names[0]}`,
+    );
+    this.name = 'CapturedVariableError';
+    this.names = names;
+  }
+}
+
+/**
+ * The error a caller receives for an exception raised in another context:
+ * one of tendril's own error classes (`PasswordError` raised while a `via`
+ * context started a child, a `ChannelError` from a call made remotely...)
+ * arrives as that class, with its fields, its remote stack and this
+ * side's; anything else is a `CallError`. The remote side's data is only
+ * ever copied into plain fields: no class other than tendril's own is
+ * instantiated, and nothing can replace a method or a prototype.
+ * @param info the exception as it travelled (untrusted).
+ * @param contextName the context it came from.
+ * @param contextId its ID.
+ */
+export function remoteError(info: RemoteErrorInfo, contextName: string, contextId: number): Error {
+  const safe: RemoteErrorInfo = {
+    name: typeof info?.name === 'string' ? info.name : 'Error',
+    message: typeof info?.message === 'string' ? info.message : String(info?.message),
+    stack: typeof info?.stack === 'string' ? info.stack : '',
+  };
+  if (typeof info?.code === 'string') safe.code = info.code;
+  const Class = Object.hasOwn(REVIVABLE, safe.name) ? REVIVABLE[safe.name] : undefined;
+  const fields = info?.fields;
+  if (!Class || typeof fields !== 'object' || fields === null || Array.isArray(fields)) {
+    return new CallError(safe, contextName, contextId);
+  }
+  const local = new Error(safe.message);
+  const error = Object.create(Class.prototype) as Error & Record<string, unknown>;
+  const define = (key: string, value: unknown, enumerable = true) =>
+    Object.defineProperty(error, key, { value, enumerable, writable: true, configurable: true });
+  define('message', safe.message, false);
+  for (const key of Object.keys(fields).slice(0, MAX_FIELDS)) {
+    const value = (fields as Record<string, unknown>)[key];
+    if (isField(key, value)) define(key, value);
+  }
+  if (safe.code !== undefined) define('code', safe.code);
+  define('name', safe.name, false);
+  const here = (local.stack ?? '').split('\n').slice(1).join('\n');
+  define(
+    'stack',
+    `${safe.stack || `${safe.name}: ${safe.message}`}\n    (raised in context '${contextName}', id ${contextId}; received here:)\n${here}`,
+    false,
+  );
+  return error;
+}
+
 function indent(text: string): string {
   return text
     .split('\n')
@@ -357,16 +432,80 @@ function indent(text: string): string {
     .join('\n');
 }
 
+/**
+ * tendril's error classes by name: a remote exception of one of these
+ * names and codes is rebuilt as that class (see `remoteError`).
+ */
+const REVIVABLE: Record<string, new (...args: never[]) => Error> = {
+  TendrilError,
+  CallError,
+  TimeoutError,
+  ChannelError,
+  ContextDisconnectedError,
+  BootstrapError,
+  ConnectTimeoutError,
+  PasswordError,
+  NotAllowedError,
+  AuthenticationError,
+  HostKeyError,
+  ConnectionRefusedError,
+  UnknownHostError,
+  InterpreterError,
+  MessageTooLargeError,
+  StreamError,
+  UnsupportedValueError,
+  CapturedVariableError,
+};
+
+/** Most data fields taken from a remote tendril error, and the longest string or list kept. */
+const MAX_FIELDS = 16;
+const MAX_FIELD_LENGTH = 64 * 1024;
+const RESERVED_FIELDS = new Set(['name', 'message', 'stack', 'code', 'cause', 'constructor', '__proto__', 'prototype']);
+
+/** The data fields of a tendril error worth sending: strings, numbers, booleans and lists of strings. */
+function fieldsOf(error: Error): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  for (const key of Object.keys(error).slice(0, MAX_FIELDS)) {
+    const value = (error as unknown as Record<string, unknown>)[key];
+    if (isField(key, value)) fields[key] = value;
+  }
+  return fields;
+}
+
+function isField(key: string, value: unknown): boolean {
+  if (RESERVED_FIELDS.has(key) || !/^[A-Za-z][\w]{0,63}$/.test(key)) return false;
+  if (typeof value === 'string') return value.length <= MAX_FIELD_LENGTH;
+  if (typeof value === 'number' || typeof value === 'boolean' || value === undefined) return true;
+  return (
+    Array.isArray(value) &&
+    value.length <= 1024 &&
+    value.every((item) => typeof item === 'string' && item.length <= MAX_FIELD_LENGTH)
+  );
+}
+
+/**
+ * The class name of an error: its `name`, unless that is only the one
+ * inherited from `Error` while its class has a name of its own
+ * (`class MyError extends Error {}` sets no `name`).
+ */
+function errorName(error: Error): string {
+  const className = error.constructor?.name;
+  const name = typeof error.name === 'string' ? error.name : '';
+  if ((!name || name === 'Error') && className && className !== 'Error' && className !== 'Object') return className;
+  return name || className || 'Error';
+}
+
 /** Converts anything thrown into the shape sent back to a caller. */
 export function toRemoteErrorInfo(error: unknown): RemoteErrorInfo {
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
     const info: RemoteErrorInfo = {
-      name: error.name || error.constructor?.name || 'Error',
+      name: errorName(error),
       message: String(error.message),
       stack: typeof error.stack === 'string' ? error.stack : '',
     };
     if (typeof code === 'string') info.code = code;
+    if (REVIVABLE[info.name] === error.constructor) info.fields = fieldsOf(error);
     return info;
   }
   let message: string;

@@ -69,6 +69,35 @@ function asExpression(text: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Helpers that compilers put at the top of a module and call from inside
+ * its functions, so a function compiled by them refers to names that do
+ * not travel with its source: esbuild's `keepNames` (tsx, and anything
+ * else built on esbuild) wraps named functions and classes in `__name`,
+ * esbuild and swc define class fields through `__publicField` and
+ * `_define_property`. The receiving context defines the ones a source
+ * mentions, with the same behaviour.
+ */
+export const TRANSPILER_HELPERS: Readonly<Record<string, string>> = {
+  __name: '(target, value) => Object.defineProperty(target, "name", { value: value, configurable: true })',
+  __defProp: 'Object.defineProperty',
+  __defNormalProp:
+    '(obj, key, value) => key in obj ? Object.defineProperty(obj, key, { enumerable: true, configurable: true, writable: true, value: value }) : (obj[key] = value)',
+  __publicField:
+    '(obj, key, value) => { var k = typeof key !== "symbol" ? key + "" : key; if (k in obj) Object.defineProperty(obj, k, { enumerable: true, configurable: true, writable: true, value: value }); else obj[k] = value; return value; }',
+  _define_property:
+    '(obj, key, value) => { if (key in obj) Object.defineProperty(obj, key, { value: value, enumerable: true, configurable: true, writable: true }); else obj[key] = value; return obj; }',
+};
+
+/** Declarations of the transpiler helpers `source` mentions. */
+function helpersFor(source: string): string {
+  let declarations = '';
+  for (const name in TRANSPILER_HELPERS) {
+    if (source.includes(name)) declarations += `var ${name} = ${TRANSPILER_HELPERS[name]};`;
+  }
+  return declarations;
+}
+
 /** Compiled functions by source text, in the receiving context. */
 const compiled = new Map<string, FunctionFactory>();
 
@@ -89,9 +118,12 @@ export function compileFunction(source: string): FunctionFactory {
   const hit = compiled.get(source);
   if (hit) return hit;
   const name = /^(?:async\s+)?function\s*\*?\s*([\w$]+)/.exec(source)?.[1] ?? 'anonymous';
-  const factory = vm.runInThisContext(`(function (require, __tendril_import) { return (${source}\n); })`, {
-    filename: `tendril-call:${name}`,
-  }) as FunctionFactory;
+  const factory = vm.runInThisContext(
+    `(function (require, __tendril_import) { ${helpersFor(source)}return (${source}\n); })`,
+    {
+      filename: `tendril-call:${name}`,
+    },
+  ) as FunctionFactory;
   if (compiled.size >= MAX_CACHED) compiled.delete(compiled.keys().next().value as string);
   compiled.set(source, factory);
   return factory;

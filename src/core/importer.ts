@@ -162,7 +162,7 @@ export class Importer {
     let target = this.knownTarget(from, spec, 'import');
     if (!target) {
       await this.fetch(from, [spec], 'import');
-      target = this.knownTarget(from, spec, 'import') as Target;
+      target = this.knownTarget(from, spec, 'import') ?? unanswered(spec, from);
     }
     return namespaceOf(this.load(target, spec, from));
   }
@@ -203,7 +203,7 @@ export class Importer {
     if (known) return known;
     if (!sync) throw new Error('internal: asynchronous resolution requested synchronously');
     this.fetchSync(from, [spec], kind);
-    return this.knownTarget(from, spec, kind) as Target;
+    return this.knownTarget(from, spec, kind) ?? unanswered(spec, from);
   }
 
   private load(target: Target, spec: string, from: string): unknown {
@@ -322,7 +322,7 @@ export class Importer {
         this.stats.requestsServed++;
         if (missing.length === 0) this.stats.servedFromCache++;
         const resolved: Record<string, Target> = {};
-        for (const spec of specs) resolved[spec] = this.knownTarget(from, spec, kind, false) as Target;
+        for (const spec of specs) resolved[spec] = this.knownTarget(from, spec, kind, false) ?? unanswered(spec, from);
         this.router.reply(message, { resolved, files: this.filesFor(message.src, Object.values(resolved)) });
       },
       (error: Error) => {
@@ -351,6 +351,11 @@ export class Importer {
     }
     return files;
   }
+}
+
+/** The target of a specifier the parent's reply said nothing about. */
+function unanswered(spec: string, from: string): Target {
+  return { missing: `Cannot find module '${spec}' from '${from}': the parent's reply did not resolve it` };
 }
 
 function isModuleRequest(value: unknown): value is ModuleRequest {

@@ -31,6 +31,10 @@ export interface PreparedCall {
   source: string;
   /** Specifiers it requires literally, resolved from the call's base before it runs. */
   preload: string[];
+  /** Variables it reads from the scope it was written in (see `CapturedVariableError`). */
+  captured: string[];
+  /** True when it may `require()` or `import()`: the call then carries the file it resolves from. */
+  usesModules: boolean;
 }
 
 /** Options of `Router.addHandler`. */
@@ -205,13 +209,25 @@ export class Router extends EventEmitter<RouterEvents> {
    * @throws TypeError as `functionSource`.
    */
   prepareCall(fn: Parameters<typeof functionSource>[0]): PreparedCall {
-    return { source: functionSource(fn), preload: [] };
+    return { source: functionSource(fn), preload: [], captured: [], usesModules: true };
   }
 
   /**
-   * Records that calls may load modules from `location` (a base directory,
-   * or a module path the program named) and returns it. The master
-   * overrides this to extend the roots its module responder serves.
+   * The file a call's `require()` and `import()` resolve from, given the
+   * call's `base` option (undefined: the default). Here, the base as a path,
+   * or undefined for the receiving context's default; the master overrides
+   * this to resolve from the calling module and to serve what it resolves.
+   * Must be called synchronously from the method the program called.
+   */
+  resolveBase(location: string | URL | undefined): string | undefined {
+    if (location === undefined) return undefined;
+    return location instanceof URL ? location.pathname : location.replace(/^file:\/\//, '');
+  }
+
+  /**
+   * Records that calls may load modules from `location` (a module path the
+   * program named) and returns it. The master overrides this to extend the
+   * roots its module responder serves.
    */
   trustModuleOrigin(location: string): string {
     return location;

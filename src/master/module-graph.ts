@@ -11,8 +11,12 @@ export type ServePolicy = (spec: string, importer: string, resolved: string) => 
 export type Preset = (spec: string) => Target | undefined;
 
 const STDIN = '<tendril request>';
-/** Extensions shipped as JavaScript or JSON; anything else is not shipped. */
-const SHIPPABLE = new Set(['.js', '.cjs', '.mjs', '.json', '']);
+/**
+ * Extensions shipped: JavaScript, JSON, and TypeScript (its types
+ * stripped by esbuild), for programs run with tsx, ts-node or Node's type
+ * stripping; anything else is not shipped.
+ */
+const SHIPPABLE = new Set(['.js', '.cjs', '.mjs', '.json', '', '.ts', '.mts', '.cts', '.tsx']);
 
 /** Module graphs not yet closed: esbuild's helper process is stopped when the last one closes. */
 let open = 0;
@@ -114,7 +118,7 @@ export class ModuleGraph {
           format: kind === 'require' ? 'cjs' : 'esm',
           conditions: [],
           mainFields: ['main'],
-          resolveExtensions: ['.js', '.json', '.node', '.cjs', '.mjs'],
+          resolveExtensions: ['.js', '.json', '.node', '.cjs', '.mjs', '.ts', '.mts', '.cts', '.tsx'],
           logLevel: 'silent',
           plugins: [this.plugin(from, entry, found)],
         });
@@ -201,7 +205,7 @@ export class ModuleGraph {
           }
           if (!SHIPPABLE.has(extname(path))) {
             record({
-              missing: `cannot ship ${path} (required from '${importer}'): only JavaScript and JSON modules are shipped`,
+              missing: `cannot ship ${path} (required from '${importer}'): only JavaScript, TypeScript and JSON modules are shipped`,
             });
             return { path, external: true };
           }

@@ -16,6 +16,7 @@ import {
 } from '../core/module-protocol.js';
 import type { Router } from '../core/router.js';
 import { assetPath } from './assets.js';
+import { CALL_FILE } from './caller.js';
 import { ModuleGraph } from './module-graph.js';
 import { ModuleSources } from './module-source.js';
 
@@ -51,6 +52,10 @@ export type RefusalListener = (message: string) => void;
  */
 export class ModuleResponder {
   private readonly roots = new Set<string>();
+  /** Locations already passed to `trust`, so repeated calls cost no file system work. */
+  private readonly trusted = new Set<string>();
+  /** Files shipped functions were told to resolve from, for error messages. */
+  private readonly callBases = new Set<string>();
   private readonly sentTo = new Map<number, Set<string>>();
   private readonly sources = new ModuleSources();
   private readonly graph: ModuleGraph;
@@ -101,7 +106,9 @@ export class ModuleResponder {
    * resolved from a trusted base.
    */
   trust(location: string): string {
-    if (!location.startsWith(sep)) return location;
+    if (!location.startsWith(sep) || this.trusted.has(location)) return location;
+    if (this.trusted.size >= 10_000) this.trusted.clear();
+    this.trusted.add(location);
     let dir = location;
     try {
       if (statSync(location).isFile()) dir = dirname(location);
@@ -121,6 +128,13 @@ export class ModuleResponder {
       // A base that does not exist has nothing to serve.
     }
     return location;
+  }
+
+  /** Records that shipped functions resolve from `file`, so a failure to resolve there can say how to change it. */
+  noteCallBase(file: string): void {
+    if (this.callBases.has(file)) return;
+    if (this.callBases.size >= 1000) this.callBases.delete(this.callBases.values().next().value as string);
+    this.callBases.add(file);
   }
 
   private preset(spec: string): Target | undefined {
@@ -200,6 +214,13 @@ export class ModuleResponder {
     }
     const result = await this.graph.resolve(from, allowed, kind);
     Object.assign(resolved, result.resolved);
+    for (const spec of allowed) resolved[spec] ??= { missing: `Cannot find module '${spec}' from '${from}'` };
+    if (this.callBases.has(from)) {
+      for (const spec of allowed) {
+        if (resolved[spec] && 'missing' in (resolved[spec] as Target))
+          resolved[spec] = { missing: notFromCall(spec, from) };
+      }
+    }
     let sent = this.sentTo.get(requester);
     if (!sent) {
       sent = new Set();
@@ -228,6 +249,12 @@ export class ModuleResponder {
     const { format, source } = await this.sources.get(path);
     return { path, format, source, deps };
   }
+}
+
+/** Why `spec` was not found from a shipped function's base, and how to resolve it from elsewhere. */
+function notFromCall(spec: string, from: string): string {
+  const where = from.endsWith(CALL_FILE) ? `the directory ${dirname(from)}` : `the module ${from}`;
+  return `Cannot find module '${spec}': the master resolved it as if required from ${where} (a shipped function's require() and import() resolve from the module that called context.call(), else the main module); pass \`base\` to context.callWith() or to the Router to resolve from elsewhere, or install the package there`;
 }
 
 function safeRealpath(path: string): string {

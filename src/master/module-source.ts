@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, extname, join } from 'node:path';
 // The WebAssembly lexer compiles itself synchronously on first use.
 import * as esModuleLexer from 'es-module-lexer';
 import type { FileRecord } from '../core/module-protocol.js';
@@ -43,11 +43,31 @@ export class ModuleSources {
     if (path.endsWith('.json')) return { format: 'json', source: text };
     // A shebang is not JavaScript; keep the line, so line numbers still match the file.
     if (text.startsWith('#!')) text = `//${text.slice(2)}`;
-    let isModule = path.endsWith('.mjs') || (path.endsWith('.js') && this.packageType(path) === 'module');
+    const extension = extname(path);
+    const typescript = TYPESCRIPT.has(extension);
+    if (typescript) {
+      try {
+        text = await stripTypes(text, path, extension);
+      } catch (error) {
+        return { format: 'error', source: describeBuildError(error, path) };
+      }
+    }
+    let isModule =
+      extension === '.mjs' ||
+      extension === '.mts' ||
+      ((extension === '.js' || extension === '.ts' || extension === '.tsx') && this.packageType(path) === 'module');
     try {
       const [imports, , , hasModuleSyntax] = esModuleLexer.parse(text, path);
-      if (!path.endsWith('.cjs') && !isModule && hasModuleSyntax && this.packageType(path) === undefined) {
-        isModule = true; // Node's syntax detection for .js files in packages without a "type".
+      if (
+        hasModuleSyntax &&
+        !isModule &&
+        extension !== '.cjs' &&
+        extension !== '.cts' &&
+        // Node's syntax detection for .js files in packages without a "type"; TypeScript
+        // runners (tsx, ts-node) accept import syntax in any .ts file.
+        (typescript || this.packageType(path) === undefined)
+      ) {
+        isModule = true;
       }
       text = renameDynamicImports(text, imports);
     } catch {
@@ -101,8 +121,18 @@ export class ModuleSources {
   }
 }
 
-/** The lexer's parse, ready to use synchronously. */
-export const parseModule = esModuleLexer.parse;
+const TYPESCRIPT = new Set(['.ts', '.mts', '.cts', '.tsx']);
+
+/** TypeScript as JavaScript, module syntax kept (the shipped form is decided afterwards). */
+async function stripTypes(text: string, path: string, extension: string): Promise<string> {
+  const result = await (await loadEsbuild()).transform(text, {
+    loader: extension === '.tsx' ? 'tsx' : 'ts',
+    sourcefile: path,
+    target: 'esnext',
+    logLevel: 'silent',
+  });
+  return result.code;
+}
 
 /** Renames the `import` keyword of every dynamic `import(...)` to `__tendril_import`. */
 export function renameDynamicImports(text: string, imports: readonly esModuleLexer.Import[]): string {

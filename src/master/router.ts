@@ -12,7 +12,7 @@ import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
 import { createCodeCache } from '../core/code-cache.js';
 import { encode } from '../core/codec.js';
 import { Context } from '../core/context.js';
-import { CallError, ChannelError, type RemoteErrorInfo } from '../core/errors.js';
+import { ChannelError, type RemoteErrorInfo, remoteError } from '../core/errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
 import { functionSource } from '../core/function-source.js';
 import { CONNECT, FORWARD_LOG } from '../core/handles.js';
@@ -21,12 +21,10 @@ import { Router as CoreRouter, type PreparedCall } from '../core/router.js';
 import type { ConnectRequest, ReadyInfo, Runtime } from '../core/runtime.js';
 import type { Stream } from '../core/stream.js';
 import { bootstrapAssets } from './assets.js';
+import { baseDirectory, baseFile, callerModule, mainModule } from './caller.js';
+import { analyzeFunction } from './function-analysis.js';
 import { IdAllocator } from './id-allocator.js';
 import { ModuleResponder, type ResponderStats } from './module-responder.js';
-import { parseModule, renameDynamicImports } from './module-source.js';
-
-/** `require('x')` with a literal specifier. */
-const LITERAL_REQUIRE = /\brequire\s*\(\s*(['"`])([^'"`$\\]+)\1\s*\)/g;
 
 /** Options of the master's `Router`. */
 export interface RouterOptions {
@@ -44,11 +42,19 @@ export interface RouterOptions {
   shutdownGrace?: number;
   /**
    * Directories whose files children may be sent besides those served by
-   * default: the package of the working directory, of every call `base` and
-   * module passed to `context.import()`, packages those require by name,
-   * and tendril itself.
+   * default: the package of every module that calls `context.call()` or
+   * `context.import()`, of every call `base` and module passed to
+   * `context.import()`, packages those require by name, and tendril itself.
    */
   moduleRoots?: string[];
+  /**
+   * Where shipped functions' `require()` and `import()` resolve from when
+   * a call does not pass its own `base`: a module's path or file URL (such
+   * as `import.meta.url`), or a directory. Default: the module that calls
+   * `context.call()` or `context.import()`, else the main module. Never the
+   * working directory, so a script behaves the same wherever it is started.
+   */
+  base?: string | URL;
 }
 
 /** Where a new context is started from. */
@@ -91,6 +97,7 @@ export class Router extends CoreRouter {
   private codeCache: { data: Uint8Array | undefined } | undefined;
   private readonly responder: ModuleResponder;
   private readonly prepared = new Map<string, PreparedCall>();
+  private readonly base: string | undefined;
 
   /**
    * @throws Error when tendril's bootstrap files are missing (the package was not built).
@@ -106,7 +113,7 @@ export class Router extends CoreRouter {
     this.ids = new IdAllocator(this);
     this.responder = new ModuleResponder(this, (message) => this.warn('module-refused', message));
     for (const root of options.moduleRoots ?? []) this.responder.trust(root);
-    const moduleBase = this.responder.trust(process.cwd());
+    this.base = options.base === undefined ? undefined : baseFile(options.base);
     this.runtime = {
       router: this,
       broker: this.broker,
@@ -118,7 +125,7 @@ export class Router extends CoreRouter {
       },
       firstStage: assets.firstStage,
       debugNamespaces: process.env.DEBUG ?? '',
-      moduleBase,
+      moduleBase: baseDirectory(this.base),
       onChildLog: (record) => this.emitLog(record),
     };
     this.addHandler((message, stream) => this.onForwardLog(message.unpack(), stream), {
@@ -135,8 +142,8 @@ export class Router extends CoreRouter {
    *   `cwd`, `connectTimeout` (ms, default 30000) and `via`.
    * @throws BootstrapError when the child fails before it is ready, quoting its last output.
    * @throws ConnectTimeoutError when it is not ready within `connectTimeout`; it is killed and reaped.
-   * @throws CallError when `via` is given and the via context could not start the child
-   *   (the remote `BootstrapError` is its `remoteName`).
+   * @throws the same errors when `via` is given: a `BootstrapError` (or subclass)
+   *   raised in the via context arrives as that class.
    */
   local(options: LocalOptions & ViaOption = {}): Promise<Context> {
     return this.connect(local, options);
@@ -225,7 +232,7 @@ export class Router extends CoreRouter {
       what: `starting a ${method.name} context`,
     });
     const [status, value] = reply.unpack() as [0, ReadyInfo] | [1, RemoteErrorInfo];
-    if (status !== 0) throw new CallError(value, via.name, via.id);
+    if (status !== 0) throw remoteError(value, via.name, via.id);
     return new Context(this, value.id, value.name, via.id, value);
   }
 
@@ -261,28 +268,46 @@ export class Router extends CoreRouter {
   }
 
   /**
-   * Ships `fn` with every `import(...)` in it renamed `__tendril_import(...)`
-   * (served by module forwarding) and its literal `require('x')` specifiers
-   * listed, so the context fetches them in one round trip before it runs.
+   * Analyses `fn` once per distinct source (see `analyzeFunction`): ships
+   * it with every `import(...)` renamed `__tendril_import(...)` (served by
+   * module forwarding) and its literal `require('x')` specifiers listed, so
+   * the context fetches them in one round trip before it runs, and names
+   * the variables it captures so the call can be refused before sending.
    */
   override prepareCall(fn: Parameters<CoreRouter['prepareCall']>[0]): PreparedCall {
     const source = functionSource(fn);
     let prepared = this.prepared.get(source);
     if (!prepared) {
+      const analysis = analyzeFunction(source);
       let rewritten = source;
-      try {
-        // Parsed as a module with the function as an expression statement; positions shift by one.
-        const [imports] = parseModule(`(${source}\n)`);
-        rewritten = renameDynamicImports(`(${source}\n)`, imports).slice(1, -2);
-      } catch {
-        // Unparsable here means unparsable there too; the context reports it.
+      for (const at of [...analysis.dynamicImports].reverse()) {
+        rewritten = `${rewritten.slice(0, at)}__tendril_import${rewritten.slice(at + 'import'.length)}`;
       }
-      const preload = [...new Set([...source.matchAll(LITERAL_REQUIRE)].map((match) => match[2] as string))];
-      prepared = { source: rewritten, preload };
+      prepared = {
+        source: rewritten,
+        preload: analysis.requires,
+        captured: analysis.captured,
+        usesModules: analysis.usesModules,
+      };
       if (this.prepared.size >= 1000) this.prepared.delete(this.prepared.keys().next().value as string);
       this.prepared.set(source, prepared);
     }
     return prepared;
+  }
+
+  /**
+   * The file a call resolves from: its `base`, else the Router's `base`,
+   * else the module that called tendril, else the main module; its package
+   * becomes one the responder serves.
+   */
+  override resolveBase(location: string | URL | undefined): string {
+    const file =
+      location !== undefined
+        ? baseFile(location)
+        : (this.base ?? callerModule() ?? mainModule() ?? baseFile(process.cwd()));
+    this.responder.trust(file);
+    this.responder.noteCallBase(file);
+    return file;
   }
 
   /** Lets children be sent modules from the package `location` is in. */

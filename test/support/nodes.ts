@@ -12,7 +12,7 @@ import { ROOT } from './procs.js';
 /** Majors every child feature is tested on. */
 export const NODE_MAJORS = [12, 14, 16, 18, 20, 22, 24, 26] as const;
 
-/** Majors a master (the user's program) may run: package.json's engines, `^20.19.0 || >=22.12.0`. */
+/** Majors a master (the user's program) may run: package.json's engines, `^20.19.0 || ^22.13.0 || >=24`. */
 export const MASTER_MAJORS = [20, 22, 24, 26] as const;
 
 const CACHE = join(ROOT, '.cache', 'node');
