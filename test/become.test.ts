@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
+import { hostname } from 'node:os';
 import { after, before, describe, test } from 'node:test';
+import { format } from 'node:util';
+import createDebug from 'debug';
 import {
+  BootstrapError,
   type Context,
   ContextDisconnectedError,
   type LogRecord,
@@ -167,6 +171,55 @@ describe('sudo, su and doas', () => {
       return true;
     });
     await nosudo.shutdown();
+  });
+
+  test('default names say where a context is and are unique', async () => {
+    const here = hostname();
+    const first = await router.sudo({ username: bed.accounts.target.name });
+    const second = await router.sudo({ username: bed.accounts.target.name });
+    assert.equal(first.name, `sudo:${bed.accounts.target.name}@${here}`);
+    assert.equal(second.name, `sudo:${bed.accounts.target.name}@${here}#${second.id}`);
+    const remote = await login('sudoer');
+    assert.equal(remote.name, `ssh:${bed.accounts.sudoer.name}@127.0.0.1:${bed.port}`);
+    const via = await router.sudo({ via: remote, username: bed.accounts.target.name });
+    assert.equal(via.name, `sudo:${bed.accounts.target.name}@${remote.info.hostname}`);
+    await Promise.all([first.shutdown(), second.shutdown(), remote.shutdown()]);
+  });
+
+  test('DEBUG=tendril:* prints a line for every failed attempt, in the master and in a via context', async () => {
+    const lines: string[] = [];
+    const previous = { log: createDebug.log, namespaces: createDebug.disable() };
+    createDebug.enable('tendril:*');
+    createDebug.log = (...args: unknown[]) => lines.push(format(...(args as [string, ...unknown[]])));
+    // Children learn the namespaces when they start.
+    const debugging = new Router({ name: 'debugging' });
+    const records: LogRecord[] = [];
+    debugging.on('log', (record) => records.push(record));
+    try {
+      await assert.rejects(debugging.local({ nodePath: '/nonexistent/node' }), BootstrapError);
+      assert.ok(
+        lines.some((line) => /tendril:bootstrap debugging: starting local\.\d+ failed: .*exit code 127/.test(line)),
+        lines.join('\n'),
+      );
+      const account = await debugging.ssh({
+        hostname: '127.0.0.1',
+        port: bed.port,
+        knownHostsFile: bed.knownHosts,
+        sshConfig: false,
+        username: bed.accounts.password.name,
+        identityFile: bed.keyFile,
+      });
+      await assert.rejects(
+        debugging.sudo({ via: account, username: bed.accounts.target.name, password: 'not-the-password' }),
+        PasswordError,
+      );
+      await waitFor(() => records.some((record) => /starting sudo:\S+ failed: .*wrong password/.test(record.text)));
+      assert.ok(!lines.concat(records.map((record) => record.text)).some((line) => line.includes('not-the-password')));
+    } finally {
+      createDebug.log = previous.log;
+      createDebug.enable(previous.namespaces);
+      await debugging.shutdown();
+    }
   });
 
   test('from the master directly: local -> sudo, and sudo errors are typed there too', async () => {

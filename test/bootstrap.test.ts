@@ -54,7 +54,12 @@ describe('bootstrap', () => {
     const started = Date.now();
     await assert.rejects(
       router.connect(relay(['--swallow']), { name: 'silent', connectTimeout: 800 }),
-      (error: unknown) => error instanceof ConnectTimeoutError && error.timeoutMs === 800,
+      (error: unknown) =>
+        error instanceof ConnectTimeoutError &&
+        error.timeoutMs === 800 &&
+        // Which step it was in: the interpreter started, but the core never got through.
+        /Node/.test(error.step) &&
+        error.message.includes(`while ${error.step}`),
     );
     const elapsed = Date.now() - started;
     assert.ok(elapsed >= 800 && elapsed < 3000, `took ${elapsed} ms`);

@@ -34,6 +34,8 @@ export interface Accounts {
   tty: Account;
   /** sudo to `target` with a password, with pwfeedback on. */
   feedback: Account;
+  /** SSH by key; sudo to any account, root included, with its password: what the docs' examples do. */
+  docs: Account;
 }
 
 /** A running test bed. */
@@ -64,6 +66,7 @@ const ROLES: Record<keyof Accounts, string> = {
   target: 'tendril-target',
   tty: 'tendril-tty',
   feedback: 'tendril-fb',
+  docs: 'tendril-docs',
 };
 
 function run(command: string, args: string[], input?: string): string {
@@ -132,6 +135,8 @@ function ensureAccounts(): Accounts {
     `${feedback.name} ALL=(${target.name}) ALL`,
     // For chains of two sudos: the target may become the key account.
     `${target.name} ALL=(${accounts.key.name}) NOPASSWD: ALL`,
+    // The docs' examples: ssh to a host, then sudo to root with a password.
+    `${accounts.docs.name} ALL=(ALL) ALL`,
     '',
   ].join('\n');
   const sudoersFile = '/etc/sudoers.d/tendril-test';
@@ -183,7 +188,7 @@ export async function startTestbed(): Promise<Testbed> {
   const authorized = join(dir, 'authorized_keys');
   mkdirSync(authorized);
   const publicKeys = `${readFileSync(`${keyFile}.pub`, 'utf8')}${readFileSync(`${encryptedKeyFile}.pub`, 'utf8')}`;
-  const keyUsers = ['key', 'sudoer', 'nosudo', 'target', 'password', 'tty', 'feedback'] as const;
+  const keyUsers = ['key', 'sudoer', 'nosudo', 'target', 'password', 'tty', 'feedback', 'docs'] as const;
   for (const role of keyUsers) writeFileSync(join(authorized, accounts[role].name), publicKeys, { mode: 0o644 });
 
   const port = await freePort();
@@ -209,7 +214,7 @@ export async function startTestbed(): Promise<Testbed> {
       `AllowUsers ${Object.values(accounts)
         .map((a) => a.name)
         .join(' ')}`,
-      `Match User ${accounts.key.name},${accounts.sudoer.name},${accounts.nosudo.name},${accounts.target.name}`,
+      `Match User ${accounts.key.name},${accounts.sudoer.name},${accounts.nosudo.name},${accounts.target.name},${accounts.docs.name}`,
       '  PasswordAuthentication no',
       '',
     ].join('\n'),
