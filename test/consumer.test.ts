@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { MASTER_MAJORS, nodeBinary } from './support/nodes.js';
 import { ROOT } from './support/procs.js';
+import { typeCheck } from './support/typecheck.js';
 
 const FIXTURE = join(ROOT, 'test', 'fixtures', 'consumer');
 const BUNDLE_HINT = /keep tendril external/;
@@ -95,26 +96,10 @@ describe('the package as users install it', () => {
 
   test('the declarations compile in a user project with skipLibCheck false, from ESM and CommonJS', () => {
     // The user's own TypeScript setup: the compiler and Node's types are theirs, not tendril's dependencies.
-    writeFileSync(
-      join(project, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: {
-          module: 'nodenext',
-          target: 'es2022',
-          strict: true,
-          skipLibCheck: false,
-          noEmit: true,
-          types: ['node'],
-          typeRoots: [join(ROOT, 'node_modules', '@types')],
-        },
-        files: ['check.mts', 'check.cts'],
-      }),
-    );
-    const tsc = spawnSync(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', project], {
-      cwd: project,
-      encoding: 'utf8',
+    const failure = typeCheck(project, ['check.mts', 'check.cts'], {
+      typeRoots: [join(ROOT, 'node_modules', '@types')],
     });
-    assert.equal(tsc.status, 0, `tsc failed:\n${tsc.stdout}${tsc.stderr}`);
+    assert.equal(failure, undefined, `tsc failed:\n${failure}`);
   });
 
   test('an app bundled with esbuild says to keep tendril external, and works when it is', () => {

@@ -25,6 +25,7 @@ import { promisify } from 'node:util';
 import { marked, type Tokens } from 'marked';
 import { ROOT } from './support/procs.js';
 import { startTestbed, type Testbed } from './support/testbed.js';
+import { typeCheck } from './support/typecheck.js';
 
 interface Block {
   lang: string;
@@ -124,7 +125,9 @@ describe('README and docs examples run as written', () => {
         const args = block.lang === 'ts' ? ['--import', 'tsx', file] : [file];
         await run(process.execPath, args, dir, env, where);
       }
-      if (typescript.length > 0) await typeCheck(dir, typescript, document);
+      const failure =
+        typescript.length > 0 ? typeCheck(dir, typescript, { allowImportingTsExtensions: true }) : undefined;
+      assert.equal(failure, undefined, `${document}: the TypeScript examples do not type-check:\n${failure}`);
     });
   }
 
@@ -137,31 +140,6 @@ describe('README and docs examples run as written', () => {
       return;
     }
     await run('sh', ['-e', '-c', command], dir, env, where);
-  }
-
-  async function typeCheck(dir: string, files: string[], document: string): Promise<void> {
-    writeFileSync(
-      join(dir, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: {
-          module: 'nodenext',
-          target: 'es2022',
-          strict: true,
-          skipLibCheck: false,
-          noEmit: true,
-          allowImportingTsExtensions: true,
-          types: ['node'],
-        },
-        files,
-      }),
-    );
-    try {
-      await promisify(execFile)(join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', dir], { cwd: dir });
-    } catch (error) {
-      throw new Error(
-        `${document}: the TypeScript examples do not type-check:\n${(error as { stdout?: string }).stdout}`,
-      );
-    }
   }
 });
 

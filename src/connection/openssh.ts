@@ -130,7 +130,7 @@ export const openssh: ConnectionMethod<OpensshOptions> = {
       stderr,
       process: handle,
       where,
-      explain: (output) => explain(output, session.name, options, askpass),
+      explain: (output) => explain(output, session.name, options, askpass, remaining * 1000),
     };
   },
 };
@@ -140,13 +140,15 @@ function explain(
   name: string,
   options: OpensshOptions,
   askpass: Askpass | undefined,
+  timeoutMs: number,
 ): BootstrapError | undefined {
   const where = `${options.hostname}${options.port ? `:${options.port}` : ''}`;
   if (/Connection refused/i.test(output)) return new ConnectionRefusedError(name, where);
   if (/Could not resolve hostname|Name or service not known/i.test(output))
     return new UnknownHostError(name, options.hostname);
   if (/Connection timed out|Operation timed out|timed out during banner/i.test(output)) {
-    return new ConnectTimeoutError(name, 0, output);
+    const step = /banner/i.test(output) ? `the SSH handshake with ${where}` : `connecting to ${where}`;
+    return new ConnectTimeoutError(name, timeoutMs, output, step, "ssh's ConnectTimeout");
   }
   if (/Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|No \S+ host key is known/i.test(output)) {
     const presented = /(SHA256:[\w+/]+)/.exec(output)?.[1] ?? 'unknown';

@@ -22,7 +22,7 @@ import type { ConnectRequest, ReadyInfo, Runtime } from '../core/runtime.js';
 import type { Stream } from '../core/stream.js';
 import { bootstrapAssets } from './assets.js';
 import { baseDirectory, baseFile, callerModule, mainModule } from './caller.js';
-import { analyzeFunction } from './function-analysis.js';
+import { analyzeFunction, warmFunctionAnalysis } from './function-analysis.js';
 import { IdAllocator } from './id-allocator.js';
 import { ModuleResponder, type ResponderStats } from './module-responder.js';
 
@@ -216,6 +216,8 @@ export class Router extends CoreRouter {
   async connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): Promise<Context> {
     if (this.closing) throw new Error(`router '${this.name}' has been shut down; create a new Router`);
     const { via, ...rest } = options;
+    // The first call will need the function parser: load it while the child starts.
+    setImmediate(warmFunctionAnalysis);
     if (via === undefined) {
       const info = await bootstrap(this.runtime, method, rest as unknown as O);
       // Module analysis starts its helper now, after the child is up, not competing with its start.
