@@ -61,7 +61,7 @@ async function bundle(entry, globalName, plugins, format = 'iife') {
     logLevel: 'warning',
     plugins,
     // Packages the connection layer uses reach children by module forwarding, not inside the bundle.
-    external: ['ssh2', 'ssh-config'],
+    external: ['ssh2'],
   });
   return result.outputFiles[0].text;
 }

@@ -15,7 +15,7 @@ export type { LocalOptions } from './connection/local.js';
 export { local as localMethod } from './connection/local.js';
 export type { ConnectionMethod, Transport } from './connection/method.js';
 export type { OpensshOptions } from './connection/openssh.js';
-export type { HostKeyPolicy, SshOptions } from './connection/ssh.js';
+export type { HostKeyPolicy, SshJumpHost, SshOptions } from './connection/ssh.js';
 export type { SuOptions } from './connection/su.js';
 export type { SudoOptions } from './connection/sudo.js';
 export type { ChildProcessHandle, ExitStatus } from './core/broker.js';

@@ -1,7 +1,21 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { fingerprint, hostKeyName, hostsMatch, parseKnownHosts, verifyHostKey } from '#dist/connection/known-hosts.js';
+import {
+  fingerprint,
+  hashHostName,
+  hostKeyName,
+  hostsMatch,
+  parseKnownHosts,
+  readKnownHosts,
+  recordHostKey,
+  verifyHostKey,
+  verifyHostKeyAs,
+} from '#dist/connection/known-hosts.js';
 
 /** An SSH public key blob of `type` with some key bytes. */
 function blob(type: string, fill: number): Buffer {
@@ -11,8 +25,7 @@ function blob(type: string, fill: number): Buffer {
   return Buffer.concat([head, name, Buffer.alloc(36, fill)]);
 }
 
-function hashed(name: string): string {
-  const salt = randomBytes(20);
+function hashed(name: string, salt = randomBytes(20)): string {
   return `|1|${salt.toString('base64')}|${createHmac('sha1', salt).update(name).digest('base64')}`;
 }
 
@@ -63,7 +76,45 @@ describe('known_hosts', () => {
       22,
       blob('ssh-ed25519', 9),
     );
-    assert.deepEqual(changed, { status: 'mismatch', expected: [fingerprint(keyA)] });
+    assert.deepEqual(changed, { status: 'mismatch', expected: [fingerprint(keyA)], where: ['line 1'] });
+  });
+
+  test('a HostKeyAlias is looked up as written, without the port', () => {
+    const entries = parseKnownHosts(`myalias ssh-ed25519 ${keyA.toString('base64')}`);
+    assert.deepEqual(verifyHostKeyAs(entries, 'myalias', keyA), { status: 'match' });
+    assert.deepEqual(verifyHostKey(entries, 'myalias', 2222, keyA), { status: 'unknown' });
+  });
+
+  test('records keys plainly or hashed (HashKnownHosts), in a private file, and reads them back with their file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tendril-known-hosts-'));
+    try {
+      const file = join(dir, 'sub', 'known_hosts');
+      recordHostKey(file, '[web1]:2222', keyA);
+      recordHostKey(file, 'web2', keyB, true);
+      assert.equal(statSync(file).mode & 0o777, 0o600);
+      const [plain, hidden] = readFileSync(file, 'utf8').trim().split('\n');
+      assert.equal(plain, `[web1]:2222 ssh-ed25519 ${keyA.toString('base64')}`);
+      assert.match(hidden as string, /^\|1\|[A-Za-z0-9+/=]+\|[A-Za-z0-9+/=]+ ssh-ed25519 /);
+      // OpenSSH finds the hashed entry.
+      assert.match(execFileSync('ssh-keygen', ['-F', 'web2', '-f', file], { encoding: 'utf8' }), /web2 found: line 2/);
+      const entries = readKnownHosts(file);
+      assert.equal(entries[1]?.file, file);
+      assert.deepEqual(verifyHostKey(entries, 'web2', 22, keyB), { status: 'match' });
+      assert.deepEqual(verifyHostKey(entries, 'web1', 2222, keyB), {
+        status: 'mismatch',
+        expected: [fingerprint(keyA)],
+        where: [`${file}:1`],
+      });
+      assert.deepEqual(readKnownHosts(join(dir, 'missing')), []);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('hashes names as ssh-keygen -H does', () => {
+    const salt = randomBytes(20);
+    assert.equal(hashHostName('[db]:2222', salt), hashed('[db]:2222', salt));
+    assert.ok(hostsMatch(hashHostName('web1'), 'web1'));
   });
 
   test('fingerprints like ssh-keygen -l -E sha256', () => {

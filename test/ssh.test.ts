@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -17,6 +17,7 @@ import {
   type SshOptions,
   UnknownHostError,
 } from 'tendril';
+import { hostsMatch, parseKnownHosts } from '#dist/connection/known-hosts.js';
 import { nodeBinary } from './support/nodes.js';
 import { ROOT, waitFor } from './support/procs.js';
 import { startTestbed, type Testbed } from './support/testbed.js';
@@ -28,15 +29,41 @@ describe('ssh', () => {
   let router: Router;
   let base: SshOptions;
 
+  let home: string;
+  let savedHome: string | undefined;
+  let savedAgent: string | undefined;
+  /** A key no account accepts. */
+  let strangerKey: string;
+
   before(async () => {
     bed = await startTestbed();
     router = new Router();
     base = { hostname: '127.0.0.1', port: bed.port, knownHostsFile: bed.knownHosts, sshConfig: false };
+    // tendril reads ~/.ssh (config, default keys, known_hosts) from $HOME: a scratch one, never the real one.
+    // Nor the agent of whoever runs the suite: tests that use one start their own.
+    savedHome = process.env.HOME;
+    savedAgent = process.env.SSH_AUTH_SOCK;
+    delete process.env.SSH_AUTH_SOCK;
+    home = join(bed.dir, 'home');
+    mkdirSync(join(home, '.ssh'), { recursive: true, mode: 0o700 });
+    process.env.HOME = home;
+    strangerKey = join(bed.dir, 'stranger');
+    execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', strangerKey]);
   });
   after(async () => {
+    if (savedHome === undefined) delete process.env.HOME;
+    else process.env.HOME = savedHome;
+    if (savedAgent !== undefined) process.env.SSH_AUTH_SOCK = savedAgent;
     await router.shutdown();
     await bed.stop();
   });
+
+  /** An ssh config file in the scratch directory. */
+  const config = (name: string, lines: string[]) => {
+    const file = join(bed.dir, name);
+    writeFileSync(file, `${lines.join('\n')}\n`, { mode: 0o644 });
+    return file;
+  };
 
   test('key login: one connection and one session channel carry calls, modules and output', async () => {
     const lines: string[] = [];
@@ -158,38 +185,113 @@ describe('ssh', () => {
     await context.shutdown();
   });
 
-  test('ProxyJump through a bastion, from the options and from ssh config', async () => {
-    const jump = `${bed.accounts.key.name}@127.0.0.1:${bed.port}`;
+  test('ProxyJump through a bastion: jump hosts as objects, and from the ssh config with their own settings', async () => {
     const through = await router.ssh({
       ...base,
-      proxyJump: jump,
+      proxyJump: [
+        {
+          hostname: '127.0.0.1',
+          port: bed.port,
+          username: bed.accounts.key.name,
+          identityFile: bed.keyFile,
+          knownHostsFile: bed.knownHosts,
+        },
+      ],
       username: bed.accounts.target.name,
       identityFile: bed.keyFile,
     });
     assert.match(await through.call(whoami), new RegExp(`^${bed.accounts.target.name}`));
     await through.shutdown();
-    const config = join(bed.dir, 'ssh_config_jump');
-    writeFileSync(
-      config,
-      [
-        'Host inner',
-        '  HostName 127.0.0.1',
-        `  Port ${bed.port}`,
-        `  ProxyJump ${jump}`,
-        // The jump host is looked up in the config under its own name, as OpenSSH does.
-        'Host inner 127.0.0.1',
-        `  IdentityFile ${bed.keyFile}`,
-        '',
-      ].join('\n'),
-    );
+    const file = config('ssh_config_jump', [
+      'Host inner',
+      '  HostName 127.0.0.1',
+      `  Port ${bed.port}`,
+      '  ProxyJump bastion',
+      `  UserKnownHostsFile ${bed.knownHosts}`,
+      // The jump host is looked up in the config under its own name, as OpenSSH does.
+      'Host bastion',
+      '  HostName 127.0.0.1',
+      `  Port ${bed.port}`,
+      `  User ${bed.accounts.key.name}`,
+      `  IdentityFile ${bed.keyFile}`,
+      `  UserKnownHostsFile ${bed.knownHosts}`,
+    ]);
     const configured = await router.ssh({
       hostname: 'inner',
       username: bed.accounts.target.name,
-      sshConfig: config,
-      knownHostsFile: bed.knownHosts,
+      identityFile: bed.keyFile,
+      sshConfig: file,
     });
     assert.match(await configured.call(whoami), new RegExp(`^${bed.accounts.target.name}`));
     await configured.shutdown();
+  });
+
+  test("jump hosts never get the destination's password, passphrase or keys; they use their own config", async () => {
+    const unauthorized = [
+      '  HostName 127.0.0.1',
+      `  Port ${bed.port}`,
+      '  IdentitiesOnly yes',
+      '  IdentityAgent none',
+      `  UserKnownHostsFile ${bed.knownHosts}`,
+    ];
+    const file = config('ssh_config_secrets', [
+      // Accepts only the key its own config names.
+      'Host jump-key',
+      ...unauthorized,
+      `  User ${bed.accounts.key.name}`,
+      `  IdentityFile ${bed.keyFile}`,
+      // An account that would accept the destination's password, and its key; its config offers neither.
+      'Host jump-stranger',
+      ...unauthorized,
+      `  User ${bed.accounts.password.name}`,
+      `  IdentityFile ${strangerKey}`,
+      // Would accept this key if the destination's passphrase decrypted it.
+      'Host jump-encrypted',
+      ...unauthorized,
+      `  User ${bed.accounts.key.name}`,
+      `  IdentityFile ${bed.encryptedKeyFile}`,
+      'Host dest-*',
+      '  HostName 127.0.0.1',
+      `  Port ${bed.port}`,
+      `  UserKnownHostsFile ${bed.knownHosts}`,
+      'Host dest-good',
+      '  ProxyJump jump-key',
+      'Host dest-stranger',
+      '  ProxyJump jump-stranger',
+      'Host dest-encrypted',
+      '  ProxyJump jump-encrypted',
+    ]);
+    const password = { username: bed.accounts.password.name, password: bed.accounts.password.password };
+    const context = await router.ssh({ hostname: 'dest-good', sshConfig: file, agent: false, ...password });
+    assert.match(await context.call(whoami), new RegExp(`^${bed.accounts.password.name}`));
+    await context.shutdown();
+
+    const jump = `${bed.accounts.password.name}@127.0.0.1:${bed.port} (jump host)`;
+    await assert.rejects(
+      router.ssh({ hostname: 'dest-stranger', sshConfig: file, ...password, identityFile: bed.keyFile }),
+      (error: unknown) => {
+        assert.ok(error instanceof AuthenticationError, String(error));
+        assert.ok(
+          error.message.includes(`SSH authentication to ${jump}, which uses only its own settings`),
+          error.message,
+        );
+        assert.deepEqual(error.methodsTried, ['publickey']);
+        return true;
+      },
+    );
+    await assert.rejects(
+      router.ssh({
+        hostname: 'dest-encrypted',
+        sshConfig: file,
+        username: bed.accounts.key.name,
+        identityFile: bed.encryptedKeyFile,
+        passphrase: bed.passphrase,
+      }),
+      (error: unknown) =>
+        error instanceof PasswordError &&
+        error.message.includes(`${bed.accounts.key.name}@127.0.0.1:${bed.port} (jump host) failed`) &&
+        error.message.includes(`${bed.encryptedKeyFile} is encrypted and no passphrase was given`),
+    );
   });
 
   test('ssh via an ssh context: ssh2 reaches the intermediate by module forwarding', async () => {
@@ -224,30 +326,66 @@ describe('ssh', () => {
     await new Promise((resolve) => silent.close(resolve));
   });
 
-  test('a connect timeout bounds the whole start, also behind a jump host', async () => {
+  test("a connect timeout bounds the whole start, also behind a jump host; so does the ssh config's ConnectTimeout", async () => {
     const sockets = new Set<Socket>();
     const silent: Server = createServer((socket) => sockets.add(socket));
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     const port = (silent.address() as { port: number }).port;
-    const started = Date.now();
-    await assert.rejects(
-      router.ssh({
-        ...base,
-        port,
-        proxyJump: `${bed.accounts.key.name}@127.0.0.1:${bed.port}`,
-        identityFile: bed.keyFile,
-        username: bed.accounts.key.name,
-        hostKeyPolicy: 'ignore',
-        connectTimeout: 1000,
-      }),
-      ConnectTimeoutError,
-    );
-    assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
-    for (const socket of sockets) socket.destroy();
-    await new Promise((resolve) => silent.close(resolve));
+    const bastion = {
+      hostname: '127.0.0.1',
+      port: bed.port,
+      username: bed.accounts.key.name,
+      identityFile: bed.keyFile,
+      knownHostsFile: bed.knownHosts,
+    };
+    try {
+      let started = Date.now();
+      await assert.rejects(
+        router.ssh({
+          ...base,
+          port,
+          proxyJump: [bastion],
+          identityFile: bed.keyFile,
+          username: bed.accounts.key.name,
+          connectTimeout: 800,
+        }),
+        (error: unknown) =>
+          error instanceof ConnectTimeoutError &&
+          error.timeoutMs === 800 &&
+          error.step === `SSH handshake with ${bed.accounts.key.name}@127.0.0.1:${port}` &&
+          /\(connectTimeout\)/.test(error.message),
+      );
+      assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
+      const file = config('ssh_config_timeout', [
+        'Host silent',
+        '  HostName 127.0.0.1',
+        `  Port ${port}`,
+        '  ConnectTimeout 1',
+      ]);
+      started = Date.now();
+      await assert.rejects(
+        router.ssh({
+          hostname: 'silent',
+          sshConfig: file,
+          proxyJump: [bastion],
+          username: bed.accounts.key.name,
+          identityFile: bed.keyFile,
+          connectTimeout: 20_000,
+        }),
+        (error: unknown) =>
+          error instanceof ConnectTimeoutError &&
+          error.timeoutMs === 1000 &&
+          error.step === `SSH handshake with ${bed.accounts.key.name}@127.0.0.1:${port}` &&
+          /not ready after 1000 ms \(ConnectTimeout in the ssh config\) while SSH handshake with/.test(error.message),
+      );
+      assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 
-  test('an ssh-agent is used for authentication', async () => {
+  test('an ssh-agent is used for authentication; IdentityAgent and IdentitiesOnly from the ssh config', async () => {
     const socket = join(bed.dir, 'agent.sock');
     const agent = execFileSync('ssh-agent', ['-a', socket]).toString();
     const pid = Number(/SSH_AGENT_PID=(\d+)/.exec(agent)?.[1]);
@@ -256,8 +394,159 @@ describe('ssh', () => {
       const context = await router.ssh({ ...base, username: bed.accounts.key.name, agent: socket });
       assert.match(await context.call(whoami), new RegExp(`^${bed.accounts.key.name}`));
       await context.shutdown();
+      // Only the public half on disk: it selects the agent's key, as in OpenSSH.
+      const selector = join(bed.dir, 'agent-selected');
+      copyFileSync(`${bed.keyFile}.pub`, `${selector}.pub`);
+      const host = (name: string, identityFile: string, identitiesOnly: string) => [
+        `Host ${name}`,
+        '  HostName 127.0.0.1',
+        `  Port ${bed.port}`,
+        `  User ${bed.accounts.key.name}`,
+        `  UserKnownHostsFile ${bed.knownHosts}`,
+        `  IdentityAgent ${socket}`,
+        `  IdentityFile ${identityFile}`,
+        `  IdentitiesOnly ${identitiesOnly}`,
+      ];
+      const file = config('ssh_config_agent', [
+        ...host('selected', selector, 'yes'),
+        ...host('filtered', strangerKey, 'yes'),
+        ...host('unfiltered', strangerKey, 'no'),
+      ]);
+      for (const name of ['selected', 'unfiltered']) {
+        const configured = await router.ssh({ hostname: name, sshConfig: file });
+        assert.match(await configured.call(whoami), new RegExp(`^${bed.accounts.key.name}`));
+        await configured.shutdown();
+      }
+      // IdentitiesOnly: the agent's key is not among the identities, so it is never offered.
+      await assert.rejects(
+        router.ssh({ hostname: 'filtered', sshConfig: file }),
+        (error: unknown) => error instanceof AuthenticationError && error.methodsTried.join() === 'publickey',
+      );
     } finally {
       process.kill(pid, 'SIGTERM');
+    }
+  });
+
+  test('~/.ssh/config: a host only in an Included file connects; UserKnownHostsFile is where accept-new writes; StrictHostKeyChecking no', async () => {
+    const host = (name: string, lines: string[]) => [
+      `Host ${name}`,
+      '  HostName 127.0.0.1',
+      `  Port ${bed.port}`,
+      `  User ${bed.accounts.key.name}`,
+      `  IdentityFile ${bed.keyFile}`,
+      ...lines,
+    ];
+    mkdirSync(join(home, '.ssh', 'config.d'), { recursive: true });
+    writeFileSync(join(home, '.ssh', 'config'), 'Include config.d/*.conf\n', { mode: 0o600 });
+    writeFileSync(
+      join(home, '.ssh', 'config.d', 'bed.conf'),
+      [
+        ...host('bed-included', [`  UserKnownHostsFile ${bed.knownHosts}`]),
+        ...host('bed-new', [
+          '  UserKnownHostsFile ~/kh/first ~/kh/second',
+          '  StrictHostKeyChecking accept-new',
+          '  HashKnownHosts yes',
+        ]),
+        ...host('bed-strict', ['  UserKnownHostsFile ~/kh/first ~/kh/second', '  StrictHostKeyChecking yes']),
+        ...host('bed-careless', ['  UserKnownHostsFile ~/kh/changed', '  StrictHostKeyChecking no']),
+        '',
+      ].join('\n'),
+      { mode: 0o600 },
+    );
+    const first = join(home, 'kh', 'first');
+    try {
+      const included = await router.ssh({ hostname: 'bed-included' });
+      assert.match(await included.call(whoami), new RegExp(`^${bed.accounts.key.name}`));
+      await included.shutdown();
+      await assert.rejects(
+        router.ssh({ hostname: 'bed-strict' }),
+        (error: unknown) =>
+          error instanceof HostKeyError && error.message.includes(`is not in ${first}, ${join(home, 'kh', 'second')}`),
+      );
+      const accepted = await router.ssh({ hostname: 'bed-new' });
+      await accepted.shutdown();
+      const [entry, ...others] = parseKnownHosts(readFileSync(first, 'utf8'));
+      assert.equal(others.length, 0);
+      assert.ok(entry?.hosts.startsWith('|1|'), 'recorded under a hashed name (HashKnownHosts)');
+      assert.ok(hostsMatch(entry.hosts, `[127.0.0.1]:${bed.port}`));
+      assert.ok(!existsSync(join(home, 'kh', 'second')));
+      assert.ok(!existsSync(join(home, '.ssh', 'known_hosts')), 'nothing written to ~/.ssh/known_hosts');
+      const strict = await router.ssh({ hostname: 'bed-strict' });
+      await strict.shutdown();
+      // As OpenSSH with StrictHostKeyChecking no: a changed key is let through, but no password is sent to it.
+      const [type, key] = readFileSync(`${strangerKey}.pub`, 'utf8').split(' ');
+      writeFileSync(join(home, 'kh', 'changed'), `[127.0.0.1]:${bed.port} ${type} ${key}\n`);
+      const careless = await router.ssh({ hostname: 'bed-careless' });
+      await careless.shutdown();
+      await assert.rejects(
+        router.ssh({
+          hostname: 'bed-careless',
+          username: bed.accounts.password.name,
+          password: bed.accounts.password.password,
+          identityFile: strangerKey,
+        }),
+        (error: unknown) => error instanceof AuthenticationError && error.methodsTried.join() === 'publickey',
+      );
+    } finally {
+      writeFileSync(join(home, '.ssh', 'config'), '');
+    }
+  });
+
+  test('with DEBUG=tendril:*, every failed attempt is a line naming host and step, and no secret appears', async () => {
+    const changedKnownHosts = join(bed.dir, 'known_hosts.changed');
+    const [type, key] = readFileSync(`${strangerKey}.pub`, 'utf8').split(' ');
+    writeFileSync(changedKnownHosts, `[127.0.0.1]:${bed.port} ${type} ${key}\n`);
+    const script = join(ROOT, 'build', 'test', 'fixtures', 'ssh-config', 'debug-master.js');
+    const child = spawn(process.execPath, [script], {
+      env: {
+        ...process.env,
+        HOME: home,
+        DEBUG: 'tendril:*',
+        TENDRIL_DEBUG_BED: JSON.stringify({
+          port: bed.port,
+          knownHosts: bed.knownHosts,
+          changedKnownHosts,
+          encryptedKeyFile: bed.encryptedKeyFile,
+          passphrase: bed.passphrase,
+          password: bed.accounts.password,
+          key: { name: bed.accounts.key.name },
+        }),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    assert.equal(await new Promise((resolve) => child.on('exit', resolve)), 0, stderr);
+    assert.match(
+      stdout,
+      /refused: ConnectionRefusedError\nunknown host: UnknownHostError\nhost key: HostKeyError\nauthentication: AuthenticationError\npassphrase: PasswordError\njump host: AuthenticationError\ndone/,
+    );
+    const pw = bed.accounts.password.name;
+    for (const line of [
+      /tendril:ssh ssh:tendril-key@127\.0\.0\.1:1: TCP connect to 127\.0\.0\.1:1 refused/,
+      /tendril:ssh ssh:tendril-key@no-such-host\.invalid:\d+: host name no-such-host\.invalid does not resolve/,
+      new RegExp(
+        `tendril:ssh ssh:${pw}@127\\.0\\.0\\.1:\\d+: host key rejected: the host key of 127\\.0\\.0\\.1:\\d+ has CHANGED: it presented ${bed.fingerprint.replace(/[+/]/g, '\\$&')}`,
+      ),
+      new RegExp(
+        `tendril:ssh ssh:${pw}@127\\.0\\.0\\.1:\\d+: ${pw}@127\\.0\\.0\\.1:\\d+ refused password \\(the password option\\)`,
+      ),
+      /tendril:ssh ssh:tendril-key@127\.0\.0\.1:\d+: giving up: .*the passphrase for the private key in \S+ is wrong/,
+      new RegExp(
+        `tendril:ssh ssh:${pw}@127\\.0\\.0\\.1:\\d+: giving up: .*SSH authentication to tendril-key@127\\.0\\.0\\.1:\\d+ \\(jump host\\), which uses only its own settings.* failed; methods tried: none`,
+      ),
+    ]) {
+      assert.match(stderr, line);
+    }
+    assert.equal(stderr.match(/tendril:ssh .*giving up/g)?.length, 6, stderr);
+    for (const secret of [bed.accounts.password.password, bed.passphrase]) {
+      assert.ok(!stderr.includes(secret) && !stdout.includes(secret), 'a secret appeared in the output');
     }
   });
 

@@ -1,4 +1,4 @@
-import { createHash, createHmac } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
@@ -23,13 +23,19 @@ export interface KnownHostEntry {
   key: string;
   /** 1-based line number, for messages. */
   line: number;
+  /** The file it was read from, when read by `readKnownHosts`. */
+  file?: string;
 }
 
-/** What a known_hosts file says about a host and the key it presented. */
+/**
+ * What known_hosts files say about a host and the key it presented. For a
+ * mismatch, `expected` holds the fingerprints on record and `where` the
+ * `file:line` of each (or the line number alone when no file is known).
+ */
 export type Verdict =
   | { status: 'match' }
   | { status: 'revoked' }
-  | { status: 'mismatch'; expected: string[] }
+  | { status: 'mismatch'; expected: string[]; where: string[] }
   | { status: 'unknown' };
 
 /** Parses known_hosts text; malformed lines are skipped, as OpenSSH does. */
@@ -102,31 +108,58 @@ export function fingerprint(blob: Buffer): string {
  * host that differs is a mismatch; no key of that type on record is unknown.
  */
 export function verifyHostKey(entries: KnownHostEntry[], host: string, port: number, blob: Buffer): Verdict {
+  return verifyHostKeyAs(entries, hostKeyName(host, port), blob);
+}
+
+/**
+ * As `verifyHostKey`, for the name a host is recorded under: `host`,
+ * `[host]:port`, or a HostKeyAlias (which OpenSSH looks up without a port).
+ */
+export function verifyHostKeyAs(entries: KnownHostEntry[], name: string, blob: Buffer): Verdict {
   const presented = blob.toString('base64');
   if (entries.some((e) => e.marker === '@revoked' && e.key === presented)) return { status: 'revoked' };
-  const name = hostKeyName(host, port);
   const type = keyTypeOf(blob);
   const forHost = entries.filter((e) => e.marker === '' && hostsMatch(e.hosts, name));
   if (forHost.some((e) => e.key === presented)) return { status: 'match' };
   const sameType = forHost.filter((e) => e.keyType === type);
   if (sameType.length > 0) {
-    return { status: 'mismatch', expected: sameType.map((e) => fingerprint(Buffer.from(e.key, 'base64'))) };
+    return {
+      status: 'mismatch',
+      expected: sameType.map((e) => fingerprint(Buffer.from(e.key, 'base64'))),
+      where: sameType.map((e) => (e.file === undefined ? `line ${e.line}` : `${e.file}:${e.line}`)),
+    };
   }
   return { status: 'unknown' };
 }
 
-/** Reads a known_hosts file; a missing file is an empty one. */
+/** Reads a known_hosts file; a missing file is an empty one. Entries carry the file's path. */
 export function readKnownHosts(path: string): KnownHostEntry[] {
   try {
-    return parseKnownHosts(readFileSync(path, 'utf8'));
+    return parseKnownHosts(readFileSync(path, 'utf8')).map((entry) => ({ ...entry, file: path }));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw error;
   }
 }
 
-/** Records a host's key in a known_hosts file, as `accept-new` does. */
-export function recordHostKey(path: string, host: string, port: number, blob: Buffer): void {
+/**
+ * The hashed form of a known_hosts name, as `ssh-keygen -H` and
+ * HashKnownHosts write it: `|1|` base64 salt `|` base64 HMAC-SHA1.
+ */
+export function hashHostName(name: string, salt: Buffer = randomBytes(20)): string {
+  return `|1|${salt.toString('base64')}|${createHmac('sha1', salt).update(name).digest('base64')}`;
+}
+
+/**
+ * Records a host's key in a known_hosts file, as `accept-new` does,
+ * creating the file (mode 0600) and its directory (0700) if needed.
+ * @param name the name to record: `hostKeyName(host, port)` or a HostKeyAlias.
+ * @param hash true to record the name hashed (HashKnownHosts).
+ * @throws Error from the file system when the file cannot be written.
+ */
+export function recordHostKey(path: string, name: string, blob: Buffer, hash = false): void {
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  appendFileSync(path, `${hostKeyName(host, port)} ${keyTypeOf(blob)} ${blob.toString('base64')}\n`, { mode: 0o600 });
+  appendFileSync(path, `${hash ? hashHostName(name) : name} ${keyTypeOf(blob)} ${blob.toString('base64')}\n`, {
+    mode: 0o600,
+  });
 }

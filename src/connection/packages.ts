@@ -1,9 +1,9 @@
 /**
- * Loads an npm package the connection layer needs only sometimes (ssh2,
- * ssh-config). The specifier is a variable on purpose: an application
- * bundler that meets tendril leaves these packages (and ssh2's native
- * addons) alone, and a child that never connects over SSH is never sent
- * them.
+ * Loads an npm package that tendril needs only sometimes (ssh2 for the
+ * `ssh` method, esbuild for module analysis). The specifier is a variable
+ * on purpose: an application bundler that meets tendril leaves these
+ * packages (and ssh2's native addons) alone, and a child that never
+ * connects over SSH is never sent ssh2.
  * @returns the package's exports (for CommonJS, `module.exports`).
  */
 export async function importPackage<T>(name: string): Promise<T> {
