@@ -136,16 +136,8 @@ export class Context {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.sendCall(payload, options, fn);
-  }
-
-  private async sendCall<F extends AnyFunction>(
-    payload: Uint8Array,
-    options: CallOptions,
-    fn: F,
-  ): Promise<Awaited<ReturnType<F>>> {
-    return (await this.send(payload, options, `call to ${fn.name || 'an anonymous function'}()`)) as Awaited<
-      ReturnType<F>
+    return this.send(payload, options, `call to ${fn.name || 'an anonymous function'}()`) as Promise<
+      Awaited<ReturnType<F>>
     >;
   }
 
