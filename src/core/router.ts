@@ -1,5 +1,6 @@
 import { EventEmitter } from 'eventemitter3';
 import { decode, encode } from './codec.js';
+import { callOrigin } from './dispatcher.js';
 import {
   ChannelError,
   ContextDisconnectedError,
@@ -221,7 +222,9 @@ export class Router extends EventEmitter<RouterEvents> {
    */
   resolveBase(location: string | URL | undefined): string | undefined {
     if (location === undefined) return undefined;
-    return location instanceof URL ? location.pathname : location.replace(/^file:\/\//, '');
+    const path = location instanceof URL ? location.pathname : location.replace(/^file:\/\//, '');
+    // Paths name the master's files, so they cannot be looked at here: a module by its extension, else a directory.
+    return /\.(?:[cm]?[jt]sx?|json)$/.test(path) ? path : callOrigin(path);
   }
 
   /**

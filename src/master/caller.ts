@@ -62,6 +62,9 @@ export function mainModule(): string | undefined {
   }
 }
 
+/** Files calls resolve from, by the base given. */
+const baseFiles = new Map<string, string>();
+
 /**
  * The file a call resolves from, given a base: a module file stands for
  * itself (so its package's `imports` map applies), a directory for a
@@ -69,13 +72,21 @@ export function mainModule(): string | undefined {
  * @param location a path, a `file:` URL (such as `import.meta.url`), or a URL object.
  */
 export function baseFile(location: string | URL): string {
-  const path = location instanceof URL || location.startsWith('file:') ? fileURLToPath(location) : resolve(location);
-  try {
-    if (statSync(path).isFile()) return path;
-  } catch {
-    // A base that does not exist is taken as a directory; resolution from it reports what is missing.
+  const key = String(location);
+  let file = baseFiles.get(key);
+  if (file === undefined) {
+    const path = location instanceof URL || key.startsWith('file:') ? fileURLToPath(location) : resolve(key);
+    file = join(path, CALL_FILE);
+    try {
+      if (statSync(path).isFile()) file = path;
+    } catch {
+      // A base that does not exist is taken as a directory; resolution from it reports what is missing.
+    }
+    // Calls in a loop pass the same base: look at the file system once.
+    if (baseFiles.size >= 1000) baseFiles.clear();
+    baseFiles.set(key, file);
   }
-  return join(path, CALL_FILE);
+  return file;
 }
 
 /** The directory calls resolve from when they name none: that of the base, or of the main module, or the working directory. */
