@@ -181,9 +181,16 @@ describe('sudo, su and doas', () => {
     assert.equal(second.name, `sudo:${bed.accounts.target.name}@${here}#${second.id}`);
     const remote = await login('sudoer');
     assert.equal(remote.name, `ssh:${bed.accounts.sudoer.name}@127.0.0.1:${bed.port}`);
+    // Started by another context on the same host: unique across the whole tree, not only under its parent.
     const via = await router.sudo({ via: remote, username: bed.accounts.target.name });
-    assert.equal(via.name, `sudo:${bed.accounts.target.name}@${remote.info.hostname}`);
-    await Promise.all([first.shutdown(), second.shutdown(), remote.shutdown()]);
+    assert.equal(remote.info.hostname, here);
+    assert.equal(via.name, `sudo:${bed.accounts.target.name}@${here}#${via.id}`);
+    await Promise.all([first.shutdown(), second.shutdown()]);
+    const alone = await router.sudo({ via: remote, username: bed.accounts.target.name });
+    assert.equal(alone.name, `sudo:${bed.accounts.target.name}@${here}`);
+    const local = await router.local({ via: remote });
+    assert.equal(local.name, `local.${local.info.pid}@${here}`);
+    await remote.shutdown();
   });
 
   test('DEBUG=tendril:* prints a line for every failed attempt, in the master and in a via context', async () => {
@@ -198,7 +205,7 @@ describe('sudo, su and doas', () => {
     try {
       await assert.rejects(debugging.local({ nodePath: '/nonexistent/node' }), BootstrapError);
       assert.ok(
-        lines.some((line) => /tendril:bootstrap debugging: starting local\.\d+ failed: .*exit code 127/.test(line)),
+        lines.some((line) => /tendril:bootstrap debugging: starting local\.\d+@\S+ failed: .*exit code 127/.test(line)),
         lines.join('\n'),
       );
       const account = await debugging.ssh({

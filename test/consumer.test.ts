@@ -8,7 +8,7 @@ import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { MASTER_MAJORS, nodeBinary } from './support/nodes.js';
+import { MASTER_VERSIONS, nodeBinary } from './support/nodes.js';
 import { ROOT } from './support/procs.js';
 import { typeCheck } from './support/typecheck.js';
 
@@ -78,10 +78,10 @@ describe('the package as users install it', () => {
     }
   });
 
-  for (const major of MASTER_MAJORS) {
+  for (const version of MASTER_VERSIONS) {
     for (const script of ['app.mjs', 'app.cjs']) {
-      test(`Node ${major}: ${script} starts a context, calls it, forwards modules and exits`, () => {
-        const result = run(nodeBinary(major), script, project);
+      test(`Node ${version}: ${script} starts a context, calls it, forwards modules and exits`, () => {
+        const result = run(nodeBinary(version), script, project);
         assert.equal(result.status, 0, `exit status ${result.status}; stderr:\n${result.stderr}`);
         const flavour = script.endsWith('.mjs') ? 'esm' : 'cjs';
         const output = JSON.parse(result.stdout.trim()) as Record<string, unknown>;

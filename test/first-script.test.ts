@@ -19,8 +19,9 @@ import {
 } from 'tendril';
 import { ROOT } from './support/procs.js';
 
-// A browser global: only ever probed with typeof in shipped functions.
+// Globals of other runtimes: shipped functions only use them behind a typeof probe.
 declare const window: unknown;
+declare const Bun: { version: string };
 
 describe('a first script', () => {
   let router: Router;
@@ -32,7 +33,7 @@ describe('a first script', () => {
   });
   after(() => router.shutdown());
 
-  test('require() and import() resolve from the calling module, wherever the script is started', async () => {
+  test('require() and import() resolve from the module that defines the function, wherever the script is started', async () => {
     const project = mkdtempSync(join(tmpdir(), 'tendril-base-'));
     try {
       cpSync(join(ROOT, 'test', 'fixtures', 'base-project'), project, { recursive: true });
@@ -54,11 +55,42 @@ describe('a first script', () => {
       assert.equal(results.pkg, 'hello base');
       assert.equal(results.proxy, `tasks using helper at ${helper}`);
       assert.equal(results.called, `helper at ${helper}`);
+      assert.equal(results.defined, 'lib');
+      assert.equal(results.inline, 'top');
       assert.match(results.missing ?? '', /Cannot find module '\.\/lib\/missing\.cjs'/);
       assert.match(results.missing ?? '', new RegExp(`as if required from the module ${join(project, 'main.mjs')}`));
       assert.match(results.missing ?? '', /pass `base` to context\.callWith\(\) or to the Router/);
     } finally {
       rmSync(project, { recursive: true, force: true });
+    }
+  });
+
+  test('started from /, a program without a package is not served the file system; one that asks is', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tendril-root-'));
+    try {
+      writeFileSync(join(dir, 'secret.json'), '{"secret":1}');
+      const spec = `./${dir.slice(1)}/secret.json`;
+      // `node -e` from /: no module of the program, so the working directory is the only base there is.
+      const script = `const { Router } = await import(process.env.TENDRIL_ENTRY); const router = new Router();
+        const child = await router.local();
+        try { await child.call((s) => require(s), ${JSON.stringify(spec)}); console.log('served'); }
+        catch (error) { console.log(error.message); } finally { await router.shutdown(); }`;
+      const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+        cwd: '/',
+        env: { ...process.env, TENDRIL_ENTRY: pathToFileURL(join(ROOT, 'dist', 'index.js')).href },
+        timeout: 20_000,
+      });
+      assert.match(stdout, /refused to resolve .*outside the module roots.*moduleRoots/);
+      // Named explicitly, / is a root like any other, and a base of / resolves from it.
+      const everything = new Router({ moduleRoots: ['/'] });
+      try {
+        const context = await everything.local();
+        assert.deepEqual(await context.callWith({ base: '/' }, (s: string) => require(s), spec), { secret: 1 });
+      } finally {
+        await everything.shutdown();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
@@ -79,12 +111,12 @@ describe('a first script', () => {
   test('a function that reads a variable of its scope is refused at the sender, naming it', async () => {
     const version = '1.2.3';
     const config = { retries: 2 };
-    let sent = false;
-    router.once('route', () => {
-      sent = true;
-    });
     await assert.rejects(
-      child.call(() => `${version} ${config.retries}`),
+      child.call(() => {
+        // Were the function sent, this would run before the ReferenceError.
+        (globalThis as Record<string, unknown>).__capturedRan = true;
+        return `${version} ${config.retries}`;
+      }),
       (error: unknown) =>
         error instanceof CapturedVariableError &&
         error instanceof TypeError &&
@@ -94,13 +126,21 @@ describe('a first script', () => {
         /travel as source text/.test(error.message) &&
         /pass values as arguments/.test(error.message),
     );
-    assert.equal(sent, false);
+    assert.equal(await child.call(() => (globalThis as Record<string, unknown>).__capturedRan), undefined);
     // The same values as arguments work; so do globals, typeof probes, writes and what a context binds.
     const result = await child.call(
       (v: string, c: { retries: number }) => {
         const shadowed = (version: string) => version;
         (globalThis as Record<string, unknown>).__firstScript = typeof window === 'undefined';
-        return [shadowed(v), c.retries, typeof require('node:os').hostname, Buffer.from('x').length, process.pid > 0];
+        // A name probed with typeof may be used where the probe guards it.
+        const runtime = typeof Bun !== 'undefined' ? Bun.version : process.version;
+        return [
+          shadowed(v),
+          c.retries,
+          typeof require('node:os').hostname,
+          Buffer.from('x').length,
+          runtime === process.version,
+        ];
       },
       version,
       config,
@@ -134,7 +174,10 @@ describe('a first script', () => {
     await assert.rejects(
       child.call(() => {
         const { TimeoutError: Remote } = require('tendril');
-        throw new Remote('health check', 'web1', 250);
+        const error = new Remote('health check', 'web1', 250);
+        // Fields its class does not declare are not taken: they could make the error misbehave where it is caught.
+        Object.assign(error, { toString: 'not a function', unexpected: 'field' });
+        throw error;
       }),
       (error: unknown) =>
         error instanceof TimeoutError &&
@@ -142,7 +185,10 @@ describe('a first script', () => {
         error.contextName === 'web1' &&
         error.code === 'ERR_TENDRIL_TIMEOUT' &&
         /health check in context 'web1' timed out after 250 ms/.test(error.message) &&
-        /raised in context 'first'/.test(error.stack ?? ''),
+        /raised in context 'first'/.test(error.stack ?? '') &&
+        String(error).startsWith('TimeoutError: health check') &&
+        !Object.hasOwn(error, 'unexpected') &&
+        !Object.hasOwn(error, 'toString'),
     );
   });
 

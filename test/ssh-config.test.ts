@@ -326,12 +326,31 @@ describe('ssh config, compared with OpenSSH (ssh -G)', () => {
     ]);
   });
 
-  test('Match exec is never run', () => {
+  test('Match exec is never run unless asked; asked, it runs as OpenSSH runs it', () => {
     const marker = join(scratch, 'match-exec-ran');
-    const home = makeHome({ '.ssh/config': `Match exec "touch ${marker}"\n  User exec-user\n` });
-    const resolved = resolveHost('anything', { configFile: join(home, '.ssh', 'config'), home });
+    const home = makeHome({
+      '.ssh/config': [
+        `Match exec "touch ${marker}-%n"`,
+        '  Port 2201',
+        `Match exec "test %h = execme && test %r = ${localUser}"`,
+        '  User exec-user',
+        '',
+      ].join('\n'),
+    });
+    const config = join(home, '.ssh', 'config');
+    const resolved = resolveHost('execme', { configFile: config, home });
     assert.equal(resolved.user, localUser);
-    assert.ok(!existsSync(marker));
+    assert.equal(resolved.port, 22);
+    assert.ok(!existsSync(`${marker}-execme`));
+    const asked = resolveHost('execme', { configFile: config, home, matchExec: true });
+    assert.equal(asked.user, 'exec-user');
+    assert.equal(asked.port, 2201);
+    assert.ok(existsSync(`${marker}-execme`), 'the command ran, its tokens expanded');
+    // The same as OpenSSH, which runs them too.
+    for (const host of ['execme', 'other']) {
+      const mine = tendrilView(resolveHost(host, { configFile: config, home, env: sshEnv(home), matchExec: true }));
+      assert.deepEqual(mine, opensshView(home, config, host), host);
+    }
   });
 
   test('tokens %h %p %r %u %d %% %n %l %L %C %i %k, ~ and environment variables where OpenSSH expands them; quoting and = separators', () => {

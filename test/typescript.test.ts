@@ -28,6 +28,8 @@ const ESM_RESULT = {
   inline: [8, 2, 4, 'Box'],
   required: 'REQUIRED!',
   imported: 'DEPLOY 1.0!',
+  defined: 'lib',
+  here: 'top',
 };
 
 describe('TypeScript masters', () => {
@@ -49,7 +51,12 @@ describe('TypeScript masters', () => {
         TS_NODE_PROJECT: join(FIXTURE, 'cjs', config),
         TENDRIL_ENTRY: ENTRY,
       });
-      assert.deepEqual(result, { inline: [8, 2, 4, 'Box'], required: 'REQUIRED!', imported: 'DEPLOY 1.0!' });
+      assert.deepEqual(result, {
+        inline: [8, 2, 4, 'Box'],
+        required: 'REQUIRED!',
+        imported: 'DEPLOY 1.0!',
+        defined: 'cjs/lib',
+      });
     });
   }
 });

@@ -74,6 +74,7 @@ export async function bootstrap<O extends CommonOptions>(
   runtime: Runtime,
   method: ConnectionMethod<O>,
   options: O,
+  taken: ReadonlySet<string> = NONE,
 ): Promise<ReadyInfo> {
   const { router } = runtime;
   const timeout = options.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
@@ -107,7 +108,7 @@ export async function bootstrap<O extends CommonOptions>(
     debug('%s: starting %s failed: %s', router.name, session.name, failure.message);
     throw failure;
   }
-  const name = options.name ?? uniqueName(router, session.name, ids.id);
+  const name = options.name ?? uniqueName(router, session.name, ids.id, taken);
   debug('%s: starting %s (id %d) %s', router.name, name, ids.id, transport.where);
   session.step = `waiting for Node to start (${transport.where})`;
 
@@ -349,10 +350,13 @@ function newSession(name: string | undefined, methodName: string, deadline: numb
   };
 }
 
+const NONE: ReadonlySet<string> = new Set();
+
 /**
- * A default name no other context this router knows has: `name`, else
- * `name#<id>` (a second context to the same account on the same host).
+ * A default name no other context has: `name`, else `name#<id>` (a second
+ * context to the same account on the same host). This router knows its own
+ * subtree; `taken` holds the names the master knows elsewhere in the tree.
  */
-function uniqueName(router: Runtime['router'], name: string, id: number): string {
-  return router.hasContextNamed(name) ? `${name}#${id}` : name;
+function uniqueName(router: Runtime['router'], name: string, id: number, taken: ReadonlySet<string>): string {
+  return router.hasContextNamed(name) || taken.has(name) ? `${name}#${id}` : name;
 }

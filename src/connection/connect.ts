@@ -24,5 +24,9 @@ export function connectFromRequest(runtime: Runtime, request: ConnectRequest): P
       new Error(`unknown connection method '${request.method}' in context '${runtime.router.name}'`),
     );
   }
-  return bootstrap(runtime, method, request.options);
+  // Names in use elsewhere in the tree, from the master, so the new context's default name is unique.
+  const taken = Array.isArray(request.taken)
+    ? new Set(request.taken.filter((name): name is string => typeof name === 'string'))
+    : undefined;
+  return bootstrap(runtime, method, request.options, taken);
 }

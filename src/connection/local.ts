@@ -1,4 +1,5 @@
 import { type SpawnOptions, spawn } from 'node:child_process';
+import { hostname } from 'node:os';
 import type { CommonOptions } from './bootstrap.js';
 import type { ConnectionMethod, Transport } from './method.js';
 import { processHandle } from './process.js';
@@ -42,7 +43,7 @@ export const local: ConnectionMethod<LocalOptions> = {
   defaultNode: () => [process.execPath],
   start(argv, options, session) {
     const transport = spawnTransport(argv, options as Pick<SpawnOptions, 'env' | 'cwd'>, 'local');
-    if (transport.process.pid !== undefined) session.describe(`local.${transport.process.pid}`);
+    if (transport.process.pid !== undefined) session.describe(`local.${transport.process.pid}@${hostname()}`);
     return transport;
   },
 };

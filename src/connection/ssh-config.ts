@@ -18,6 +18,7 @@
  * OpenSSH takes the passwd entry for most of them and `$HOME` only in
  * Include globs; the two agree unless `$HOME` was changed.
  */
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, fstatSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
@@ -95,6 +96,12 @@ export interface SshConfigOptions {
   localUser?: string;
   /** Environment for `${VAR}` and `$VAR`. Default `process.env`. */
   env?: Record<string, string | undefined>;
+  /**
+   * Run the commands of `Match exec` lines with `/bin/sh -c`, as OpenSSH
+   * does, a zero exit status matching. Default false: they count as
+   * commands that failed, so reading a config never runs anything.
+   */
+  matchExec?: boolean;
 }
 
 /** One hop of a ProxyJump list: `[user@]host[:port]` or `ssh://[user@]host[:port]`. */
@@ -143,6 +150,7 @@ interface Local {
   home: string;
   user: string;
   env: Record<string, string | undefined>;
+  matchExec: boolean;
 }
 
 /** What the config set so far; unset fields are undefined, and only an unset field takes a value. */
@@ -181,8 +189,8 @@ interface ReadFlags {
  * `Host`/`Match` blocks, Includes, a `Match final` pass, defaults, and
  * expands `~`, tokens and `${VAR}` in IdentityFile, UserKnownHostsFile and
  * IdentityAgent (`%%`, `%C`, `%d`, `%h`, `%i`, `%k`, `%L`, `%l`, `%n`,
- * `%p`, `%r`, `%u`) and HostName (`%h`, `%%`). `Match exec` is never run:
- * it counts as a command that failed. Not supported: CanonicalizeHostname
+ * `%p`, `%r`, `%u`) and HostName (`%h`, `%%`). `Match exec` runs only
+ * with `matchExec`; otherwise it counts as a command that failed. Not supported: CanonicalizeHostname
  * (names are never canonicalised, so `Match canonical` holds only in the
  * final pass, like `final`).
  *
@@ -198,6 +206,7 @@ export function resolveHost(host: string, options: SshConfigOptions = {}): Resol
     home: options.home ?? homedir(),
     user: options.localUser ?? userInfo().username,
     env: options.env ?? process.env,
+    matchExec: options.matchExec === true,
   };
   const settings: Settings = { identityFiles: [] };
   if (options.user !== undefined) settings.user = options.user;
@@ -644,6 +653,25 @@ class ConfigReader {
     }
   }
 
+  /** Runs a `Match exec` command with the tokens of the state so far; true when it exits 0. */
+  private exec(command: string, host: string, user: string, where: string): boolean {
+    const thisHost = localHostname();
+    const port = String(this.settings.port ?? 22);
+    const tokens: Record<string, string> = {
+      C: createHash('sha1').update(`${thisHost}${host}${port}${user}`).digest('hex'),
+      L: thisHost.split('.')[0] as string,
+      d: this.local.home,
+      h: host,
+      l: thisHost,
+      n: this.hostArg,
+      p: port,
+      r: user,
+      u: this.local.user,
+    };
+    const expanded = expandTokens(command, tokens, undefined, `${where}: Match exec`);
+    return spawnSync('/bin/sh', ['-c', expanded], { stdio: 'ignore', env: this.local.env }).status === 0;
+  }
+
   /** Evaluates a Match line against the state so far (match_cfg_line). */
   private match(condition: string, where: string, final: boolean): boolean {
     const s = this.settings;
@@ -695,8 +723,8 @@ class ConfigReader {
           matched = matchPatternList(this.local.user, argument, false) === 1;
           break;
         case 'exec':
-          // Never run: the ssh method runs no local commands on a config's say. It counts as a failed command.
-          matched = false;
+          // Unless asked, the ssh method runs no local commands on a config's say: a failed command.
+          matched = this.local.matchExec && this.exec(argument, host, user, where);
           break;
         default:
           throw new Error(`${where}: unsupported Match attribute ${attribute}`);

@@ -87,6 +87,12 @@ export interface SshOptions extends CommonOptions, SshJumpHost {
   keepaliveInterval?: number;
   /** An OpenSSH client config file to honour instead of `~/.ssh/config` and `/etc/ssh/ssh_config` (like `ssh -F`), or false for none. */
   sshConfig?: string | false;
+  /**
+   * Run the ssh config's `Match exec` commands (with `/bin/sh -c`, in the
+   * context that connects), as OpenSSH does. Default false: they count as
+   * commands that failed, so a config file never makes tendril run anything.
+   */
+  matchExec?: boolean;
 }
 
 /** The per-host part of the options: what one hop authenticates and checks with. */
@@ -194,6 +200,7 @@ function planHops(options: SshOptions, session: Session): Hop[] {
   try {
     chain = resolveChain<JumpSpec>(options.hostname, {
       configFile: options.sshConfig,
+      matchExec: options.matchExec === true,
       ...(options.username !== undefined && { user: options.username }),
       ...(options.port !== undefined && { port: options.port }),
       ...(proxyJump !== undefined && { proxyJump }),

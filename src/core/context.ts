@@ -35,8 +35,8 @@ export interface CallOptions {
    * Where the function's `require()` and `import()` resolve from, as the
    * master would resolve them there: a module's path or file URL (such as
    * `import.meta.url`), or a directory. Default: the Router's `base`
-   * option, else the module that called `call()` (normally the one that
-   * defines the function), else the main module.
+   * option, else the module that defines the function (docs/calls.md says
+   * how it is found), else the main module.
    */
   base?: string | URL;
 }
@@ -101,9 +101,9 @@ export class Context {
    * Runs `fn` in this context with `args` and resolves with its return value
    * (awaited, if it returns a promise). `fn` travels as source text, so it
    * must be self-contained: it may use its parameters, globals,
-   * `require()` and `import()` (resolved from the module that calls
-   * `call()`; see `CallOptions.base`), but not variables from the scope it
-   * was written in.
+   * `require()` and `import()` (resolved from the module that defines it;
+   * see `CallOptions.base`), but not variables from the scope it was
+   * written in.
    *
    * @returns the function's result, decoded (see docs/protocol.md for the types that travel).
    * @throws CapturedVariableError (a TypeError) when `fn` reads variables of
@@ -211,7 +211,7 @@ export class Context {
     }
     const call: CallPayload = { f: source, a: prepareValue(args, 'args') as unknown[] };
     if (base !== undefined || usesModules) {
-      const from = this.router.resolveBase(base);
+      const from = this.router.resolveBase(base, fn);
       if (from !== undefined) call.b = from;
     }
     if (preload.length > 0) call.p = preload;

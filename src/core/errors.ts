@@ -400,7 +400,8 @@ export function remoteError(info: RemoteErrorInfo, contextName: string, contextI
     stack: typeof info?.stack === 'string' ? info.stack : '',
   };
   if (typeof info?.code === 'string') safe.code = info.code;
-  const Class = Object.hasOwn(REVIVABLE, safe.name) ? REVIVABLE[safe.name] : undefined;
+  // biome-ignore lint/suspicious/noPrototypeBuiltins: Object.hasOwn is missing on the Node 12 to 16.8 a child may run.
+  const Class = Object.prototype.hasOwnProperty.call(REVIVABLE, safe.name) ? REVIVABLE[safe.name] : undefined;
   const fields = info?.fields;
   if (!Class || typeof fields !== 'object' || fields === null || Array.isArray(fields)) {
     return new CallError(safe, contextName, contextId);
@@ -460,7 +461,30 @@ const REVIVABLE: Record<string, new (...args: never[]) => Error> = {
 /** Most data fields taken from a remote tendril error, and the longest string or list kept. */
 const MAX_FIELDS = 16;
 const MAX_FIELD_LENGTH = 64 * 1024;
-const RESERVED_FIELDS = new Set(['name', 'message', 'stack', 'code', 'cause', 'constructor', '__proto__', 'prototype']);
+/**
+ * The data fields tendril's error classes declare: the only ones taken
+ * from a remote error (anything else, `toString` say, could make the
+ * error misbehave where it is caught).
+ */
+const FIELDS = new Set([
+  'contextName',
+  'contextId',
+  'reason',
+  'remoteName',
+  'remoteMessage',
+  'remoteStack',
+  'remoteCode',
+  'lastOutput',
+  'timeoutMs',
+  'step',
+  'presented',
+  'expected',
+  'methodsTried',
+  'size',
+  'maxMessageSize',
+  'path',
+  'names',
+]);
 
 /** The data fields of a tendril error worth sending: strings, numbers, booleans and lists of strings. */
 function fieldsOf(error: Error): Record<string, unknown> {
@@ -473,7 +497,7 @@ function fieldsOf(error: Error): Record<string, unknown> {
 }
 
 function isField(key: string, value: unknown): boolean {
-  if (RESERVED_FIELDS.has(key) || !/^[A-Za-z][\w]{0,63}$/.test(key)) return false;
+  if (!FIELDS.has(key)) return false;
   if (typeof value === 'string') return value.length <= MAX_FIELD_LENGTH;
   if (typeof value === 'number' || typeof value === 'boolean' || value === undefined) return true;
   return (

@@ -176,6 +176,13 @@ export class Router extends EventEmitter<RouterEvents> {
     return false;
   }
 
+  /** Names of the reachable contexts this router knows (itself and its descendants) that start with `prefix`. */
+  contextNamesStartingWith(prefix: string): string[] {
+    const found: string[] = [];
+    for (const known of this.names.values()) if (known.startsWith(prefix)) found.push(known);
+    return found;
+  }
+
   /**
    * Why a context this router knew is gone (`'it was shut down'`, `'end of
    * stream (stream to web1)'`), or undefined for one it still reaches or
@@ -215,12 +222,14 @@ export class Router extends EventEmitter<RouterEvents> {
 
   /**
    * The file a call's `require()` and `import()` resolve from, given the
-   * call's `base` option (undefined: the default). Here, the base as a path,
-   * or undefined for the receiving context's default; the master overrides
-   * this to resolve from the calling module and to serve what it resolves.
-   * Must be called synchronously from the method the program called.
+   * call's `base` option (undefined: the default) and the function shipped,
+   * if any. Here, the base as a path, or undefined for the receiving
+   * context's default; the master overrides this to resolve from the
+   * module that defines the function (or calls tendril) and to serve what
+   * it resolves. Must be called synchronously from the method the program
+   * called.
    */
-  resolveBase(location: string | URL | undefined): string | undefined {
+  resolveBase(location: string | URL | undefined, _fn?: object): string | undefined {
     if (location === undefined) return undefined;
     const path = location instanceof URL ? location.pathname : location.replace(/^file:\/\//, '');
     // Paths name the master's files, so they cannot be looked at here: a module by its extension, else a directory.

@@ -60,6 +60,8 @@ export interface ConnectRequest {
   method: string;
   /** Method options, without `via`. */
   options: Record<string, unknown>;
+  /** Names of contexts elsewhere in the tree that the method's default name could clash with. */
+  taken?: string[];
 }
 
 /** The reply to BOOT and to CONNECT: the new context's identity. */

@@ -129,11 +129,14 @@ export function analyzeFunction(source: string): FunctionAnalysis {
     return { captured: [], usesModules: true, requires: [], dynamicImports: [] };
   }
   const typeofOperands = new Set<AstNode>();
+  const probed = new Set<string>();
   const requireCalls: AstNode[] = [];
   const dynamicImports: number[] = [];
   walk(ast, (node) => {
     if (node.type === 'UnaryExpression' && node.operator === 'typeof') {
-      typeofOperands.add(node.argument as AstNode);
+      const operand = node.argument as AstNode;
+      typeofOperands.add(operand);
+      if (operand.type === 'Identifier') probed.add(operand.name as string);
     } else if (node.type === 'ImportExpression') {
       dynamicImports.push(node.start - 1);
     } else if (node.type === 'CallExpression') {
@@ -152,8 +155,11 @@ export function analyzeFunction(source: string): FunctionAnalysis {
   for (const reference of free) {
     const { name } = reference.identifier;
     if (name === 'require') requiresFree = true;
-    // `typeof x` is how code asks whether a global exists; a write creates one.
-    if (!reference.isRead() || typeofOperands.has(reference.identifier) || isKnownGlobal(name)) continue;
+    // `typeof x` is how code asks whether a global exists (and then uses it
+    // where the answer was yes); a write creates one.
+    if (!reference.isRead() || typeofOperands.has(reference.identifier) || probed.has(name) || isKnownGlobal(name)) {
+      continue;
+    }
     captured.add(name);
   }
   const requires = new Set<string>();

@@ -150,7 +150,7 @@ export class ModuleGraph {
 
   private plugin(from: string, entry: Record<string, Target>, found: Map<string, Record<string, Target>>): Plugin {
     const inner = Symbol('inner');
-    const stdinName = `${dirname(from)}/${STDIN}`;
+    const stdinName = join(dirname(from), STDIN);
     return {
       name: 'tendril-module-graph',
       setup: (esbuild) => {

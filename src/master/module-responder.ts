@@ -100,6 +100,18 @@ export class ModuleResponder {
   }
 
   /**
+   * Allows serving everything under `dir`, exactly (the Router's
+   * `moduleRoots` option): the program asked for it, so even `/` is taken.
+   */
+  addRoot(dir: string): void {
+    try {
+      this.roots.add(realpathSync(dir));
+    } catch {
+      // A root that does not exist has nothing to serve.
+    }
+  }
+
+  /**
    * Allows serving the package `location` lies in (the nearest directory
    * with a package.json, or the location's own directory). Returns the
    * location unchanged. Specifiers that are not paths are ignored: they are
@@ -123,7 +135,13 @@ export class ModuleResponder {
       if (dirname(probe) === probe) break;
     }
     try {
-      this.roots.add(realpathSync(dir));
+      const root = realpathSync(dir);
+      // A base with no package above it up to `/` must not make the whole file system servable.
+      if (root === sep) {
+        debug('not serving %s: the only directory it could stand for is /', location);
+        return location;
+      }
+      this.roots.add(root);
     } catch {
       // A base that does not exist has nothing to serve.
     }
@@ -207,7 +225,7 @@ export class ModuleResponder {
     for (const spec of specs) {
       if (!allowed.includes(spec)) {
         this.counters.refused++;
-        const reason = `the master refused to resolve '${spec}' from ${from}: that location is outside the module roots it serves`;
+        const reason = `the master refused to resolve '${spec}' from ${from}: that location is outside the module roots it serves (${[...this.roots].join(', ')}); pass its directory in the Router's moduleRoots option to allow it`;
         this.onRefusal(reason);
         resolved[spec] = { refused: reason };
       }
@@ -254,7 +272,7 @@ export class ModuleResponder {
 /** Why `spec` was not found from a shipped function's base, and how to resolve it from elsewhere. */
 function notFromCall(spec: string, from: string): string {
   const where = from.endsWith(CALL_FILE) ? `the directory ${dirname(from)}` : `the module ${from}`;
-  return `Cannot find module '${spec}': the master resolved it as if required from ${where} (a shipped function's require() and import() resolve from the module that called context.call(), else the main module); pass \`base\` to context.callWith() or to the Router to resolve from elsewhere, or install the package there`;
+  return `Cannot find module '${spec}': the master resolved it as if required from ${where} (a shipped function's require() and import() resolve from the module that defines it, else the main module); pass \`base\` to context.callWith() or to the Router to resolve from elsewhere, or install the package there`;
 }
 
 function safeRealpath(path: string): string {

@@ -23,6 +23,7 @@ import type { Stream } from '../core/stream.js';
 import { bootstrapAssets } from './assets.js';
 import { baseDirectory, baseFile, callerModule, mainModule } from './caller.js';
 import { analyzeFunction, warmFunctionAnalysis } from './function-analysis.js';
+import { definingModule } from './function-location.js';
 import { IdAllocator } from './id-allocator.js';
 import { ModuleResponder, type ResponderStats } from './module-responder.js';
 
@@ -50,9 +51,10 @@ export interface RouterOptions {
   /**
    * Where shipped functions' `require()` and `import()` resolve from when
    * a call does not pass its own `base`: a module's path or file URL (such
-   * as `import.meta.url`), or a directory. Default: the module that calls
-   * `context.call()` or `context.import()`, else the main module. Never the
-   * working directory, so a script behaves the same wherever it is started.
+   * as `import.meta.url`), or a directory. Default: the module that defines
+   * the function (for `context.import()`, the module that calls it), else
+   * the main module. Never the working directory, so a script behaves the
+   * same wherever it is started.
    */
   base?: string | URL;
 }
@@ -112,7 +114,7 @@ export class Router extends CoreRouter {
     this.broker = new Broker(this, options.shutdownGrace ?? DEFAULT_SHUTDOWN_GRACE);
     this.ids = new IdAllocator(this);
     this.responder = new ModuleResponder(this, (message) => this.warn('module-refused', message));
-    for (const root of options.moduleRoots ?? []) this.responder.trust(root);
+    for (const root of options.moduleRoots ?? []) this.responder.addRoot(root);
     this.base = options.base === undefined ? undefined : baseFile(options.base);
     this.runtime = {
       router: this,
@@ -229,7 +231,11 @@ export class Router extends CoreRouter {
         `connection method '${method.name}' is not one of tendril's own, so it cannot be used with via`,
       );
     }
-    const request: ConnectRequest = { method: method.name, options: rest as Record<string, unknown> };
+    const request: ConnectRequest = {
+      method: method.name,
+      options: rest as Record<string, unknown>,
+      taken: this.contextNamesStartingWith(`${method.name}${method.name === 'local' ? '.' : ':'}`),
+    };
     const reply = await this.request(via.id, CONNECT, encode(request, 'options'), {
       what: `starting a ${method.name} context`,
     });
@@ -299,14 +305,18 @@ export class Router extends CoreRouter {
 
   /**
    * The file a call resolves from: its `base`, else the Router's `base`,
-   * else the module that called tendril, else the main module; its package
-   * becomes one the responder serves.
+   * else the module that defines the function, else the one that called
+   * tendril, else the main module; its package becomes one the responder
+   * serves.
    */
-  override resolveBase(location: string | URL | undefined): string {
-    const file =
-      location !== undefined
-        ? baseFile(location)
-        : (this.base ?? callerModule() ?? mainModule() ?? baseFile(process.cwd()));
+  override resolveBase(location: string | URL | undefined, fn?: object): string {
+    let file: string;
+    if (location !== undefined) file = baseFile(location);
+    else if (this.base !== undefined) file = this.base;
+    else {
+      const caller = callerModule();
+      file = (fn && definingModule(fn, caller)) ?? caller ?? mainModule() ?? baseFile(process.cwd());
+    }
     this.responder.trust(file);
     this.responder.noteCallBase(file);
     return file;

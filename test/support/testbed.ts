@@ -7,7 +7,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -94,6 +94,35 @@ function requireRoot(): void {
  */
 const PASSWORD_FILE = '/var/lib/tendril-testbed/passwords.json';
 
+/** Held while the accounts and rules are set up: test files start test beds in parallel. */
+const LOCK = '/var/lib/tendril-testbed/lock';
+
+/** Runs `fn` holding LOCK (a directory, created atomically); a lock older than a minute is stale. */
+function whileLocked<T>(fn: () => T): T {
+  mkdirSync(dirname(LOCK), { recursive: true, mode: 0o700 });
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      mkdirSync(LOCK);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      try {
+        if (Date.now() - statSync(LOCK).mtimeMs > 60_000) rmSync(LOCK, { recursive: true, force: true });
+      } catch {
+        // Released meanwhile.
+      }
+      if (Date.now() > deadline) throw new Error(`${LOCK} is held by another test run for over 2 minutes`);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+    }
+  }
+  try {
+    return fn();
+  } finally {
+    rmSync(LOCK, { recursive: true, force: true });
+  }
+}
+
 function ensureAccounts(): Accounts {
   const accounts = {} as Accounts;
   let known: Record<string, string> = {};
@@ -175,7 +204,7 @@ function freePort(): Promise<number> {
 /** Starts the test bed: accounts, keys, and an sshd on a free port of 127.0.0.1. */
 export async function startTestbed(): Promise<Testbed> {
   requireRoot();
-  const accounts = ensureAccounts();
+  const accounts = whileLocked(ensureAccounts);
   const dir = mkdtempSync(join(tmpdir(), 'tendril-testbed-'));
   chmodSync(dir, 0o755);
   const hostKey = join(dir, 'ssh_host_ed25519_key');
