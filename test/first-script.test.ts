@@ -127,6 +127,14 @@ describe('a first script', () => {
         /pass values as arguments/.test(error.message),
     );
     assert.equal(await child.call(() => (globalThis as Record<string, unknown>).__capturedRan), undefined);
+    // Beside parameters and local variables, which are the function's own.
+    await assert.rejects(
+      child.call((prefix: string) => {
+        const suffix = '!';
+        return `${prefix}${version}${suffix}`;
+      }, 'v'),
+      (error: unknown) => error instanceof CapturedVariableError && error.names.join() === 'version',
+    );
     // The same values as arguments work; so do globals, typeof probes, writes and what a context binds.
     const result = await child.call(
       (v: string, c: { retries: number }) => {

@@ -1,5 +1,8 @@
 import { createRequire } from 'node:module';
 import { TRANSPILER_HELPERS } from '../core/function-source.js';
+import { logger } from '../core/log.js';
+
+const debug = logger('calls');
 
 /**
  * What the master learns from a function's source before shipping it,
@@ -124,7 +127,8 @@ export function analyzeFunction(source: string): FunctionAnalysis {
   let ast: AstNode;
   try {
     // One character of prefix: positions in the AST are one more than in `source`.
-    ast = parse(`(${source}\n)`, { ecmaVersion: 'latest', sourceType: 'script' });
+    // eslint-scope needs `range` on every node.
+    ast = parse(`(${source}\n)`, { ecmaVersion: 'latest', sourceType: 'script', ranges: true });
   } catch {
     return { captured: [], usesModules: true, requires: [], dynamicImports: [] };
   }
@@ -147,7 +151,8 @@ export function analyzeFunction(source: string): FunctionAnalysis {
   let free: ScopeReference[];
   try {
     free = analyze(ast, { ecmaVersion: 2025, sourceType: 'script', fallback: 'iteration' }).globalScope.through;
-  } catch {
+  } catch (error) {
+    debug('cannot analyse the scopes of %s: %s', source.slice(0, 80), (error as Error).message);
     return { captured: [], usesModules: true, requires: [], dynamicImports };
   }
   const captured = new Set<string>();
