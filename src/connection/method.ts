@@ -1,6 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { ChildProcessHandle } from '../core/broker.js';
 import type { BootstrapError } from '../core/errors.js';
+import type { Refable } from '../core/stream.js';
 
 /**
  * A started target process. Its stdin and stdout carry the stream (the
@@ -24,7 +25,7 @@ export interface Transport {
    * or pipes themselves (an SSH channel: its TCP socket). It is kept
    * referenced while calls are pending, so a waiting program does not exit.
    */
-  readonly socket?: { ref(): unknown; unref(): unknown };
+  readonly socket?: Refable;
   /** Where prompts are answered when not on stdin (a terminal the method set up). */
   readonly promptInput?: Writable;
   /** Translates a failure of the transport itself (refused, unknown host, ...) into a precise error. */

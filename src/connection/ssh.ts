@@ -882,6 +882,6 @@ function transport(channel: ClientChannel, clients: Client[], where: string): Tr
     stderr: channel.stderr,
     process: handle,
     where,
-    ...(socket && { socket: { ref: () => socket.ref?.(), unref: () => socket.unref?.() } }),
+    ...(socket && { socket }),
   };
 }

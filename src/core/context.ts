@@ -1,7 +1,6 @@
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { encode, encodePrepared, prepareValue } from './codec.js';
-import type { CallPayload, ReplyPayload } from './dispatcher.js';
+import { type CallPayload, type ReplyPayload, toPathOrSpecifier } from './dispatcher.js';
 import { CapturedVariableError, ContextDisconnectedError, type RemoteErrorInfo, remoteError } from './errors.js';
 import { CALL_FUNCTION, MODULE_STATS, STOP_CHILD } from './handles.js';
 import type { ImporterStats } from './importer.js';
@@ -257,9 +256,4 @@ export class Context {
   toString(): string {
     return `Context(${this.id}, ${this.name})`;
   }
-}
-
-/** A file URL as a path; a path or specifier unchanged. */
-function toPathOrSpecifier(module: string | URL): string {
-  return module instanceof URL || module.startsWith('file:') ? fileURLToPath(module) : module;
 }

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { encodePrepared, prepareValue } from './codec.js';
 import { MessageTooLargeError, toRemoteErrorInfo } from './errors.js';
 import { compileFunction } from './function-source.js';
@@ -46,9 +47,17 @@ function explainReferenceError(error: unknown): void {
     ': functions passed to call() travel as source text and cannot see variables of the scope they were written in; pass values as arguments, and write globals of this context as globalThis.<name>';
 }
 
+/** A file URL as a path; a path or specifier unchanged. */
+export function toPathOrSpecifier(module: string | URL): string {
+  return module instanceof URL || module.startsWith('file:') ? fileURLToPath(module) : module;
+}
+
+/** Name of the file a call resolves from when its base is a directory. */
+export const CALL_FILE = '[tendril call]';
+
 /** The file name a call's `require()` resolves from: a name in its base directory. */
 export function callOrigin(base: string): string {
-  return `${base.replace(/\/+$/, '')}/[tendril call]`;
+  return `${base.replace(/\/+$/, '')}/${CALL_FILE}`;
 }
 
 /**

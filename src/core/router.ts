@@ -1,6 +1,6 @@
 import { EventEmitter } from 'eventemitter3';
 import { decode, encode } from './codec.js';
-import { callOrigin } from './dispatcher.js';
+import { callOrigin, toPathOrSpecifier } from './dispatcher.js';
 import {
   ChannelError,
   ContextDisconnectedError,
@@ -184,15 +184,6 @@ export class Router extends EventEmitter<RouterEvents> {
   }
 
   /**
-   * Why a context this router knew is gone (`'it was shut down'`, `'end of
-   * stream (stream to web1)'`), or undefined for one it still reaches or
-   * never knew. The last 1024 departures are remembered.
-   */
-  departureOf(contextId: number): string | undefined {
-    return this.departed.get(contextId)?.reason;
-  }
-
-  /**
    * Records that `contextId` is being stopped on purpose, so that once it
    * is gone, errors about it give `why` instead of the stream's end.
    */
@@ -231,7 +222,7 @@ export class Router extends EventEmitter<RouterEvents> {
    */
   resolveBase(location: string | URL | undefined, _fn?: object): string | undefined {
     if (location === undefined) return undefined;
-    const path = location instanceof URL ? location.pathname : location.replace(/^file:\/\//, '');
+    const path = toPathOrSpecifier(location);
     // Paths name the master's files, so they cannot be looked at here: a module by its extension, else a directory.
     return /\.(?:[cm]?[jt]sx?|json)$/.test(path) ? path : callOrigin(path);
   }

@@ -1,15 +1,13 @@
 import { realpathSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { callOrigin } from '../core/dispatcher.js';
 
 /**
  * Where the `require()` and `import()` of a shipped function resolve from:
  * the program's own code, never the master's working directory (a script
  * started by cron or from `/` must behave as it does from its project).
  */
-
-/** Name given to the file a call resolves from when the base is a directory. */
-export const CALL_FILE = '[tendril call]';
 
 /** tendril's own installed folder: frames inside it are not the caller. */
 let ownDir: string | undefined;
@@ -76,7 +74,7 @@ export function baseFile(location: string | URL): string {
   let file = baseFiles.get(key);
   if (file === undefined) {
     const path = location instanceof URL || key.startsWith('file:') ? fileURLToPath(location) : resolve(key);
-    file = join(path, CALL_FILE);
+    file = callOrigin(path);
     try {
       if (statSync(path).isFile()) file = path;
     } catch {

@@ -2,6 +2,7 @@ import { existsSync, realpathSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CALL_FILE } from '../core/dispatcher.js';
 import { GET_MODULE } from '../core/handles.js';
 import { CONNECTION_MODULE_ID, CORE_MODULE_ID, fromChildStream } from '../core/importer.js';
 import { logger } from '../core/log.js';
@@ -16,7 +17,6 @@ import {
 } from '../core/module-protocol.js';
 import type { Router } from '../core/router.js';
 import { assetPath } from './assets.js';
-import { CALL_FILE } from './caller.js';
 import { ModuleGraph } from './module-graph.js';
 import { ModuleSources } from './module-source.js';
 
