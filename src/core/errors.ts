@@ -331,6 +331,42 @@ export class StreamError extends TendrilError {
 }
 
 /**
+ * A payload could not be decoded: it is not valid msgpack, nests deeper
+ * than the decoder allows, uses an extension or error class name the codec
+ * does not accept, or holds a value too costly to build (an oversized
+ * bigint). Nothing of it was used.
+ */
+export class DecodeError extends TendrilError {
+  /** @param message what was wrong with the payload, and where (byte offset). */
+  constructor(message: string) {
+    super(message, 'ERR_TENDRIL_DECODE');
+  }
+}
+
+/**
+ * A context sent a request or reply to a standard handle whose shape is
+ * wrong (a missing field, a field of the wrong type, an ID it may not
+ * claim). The request was answered with this error; nothing else was affected.
+ */
+export class ProtocolError extends TendrilError {
+  /** Name of the standard handle, e.g. `'ALLOCATE_ID'`. */
+  readonly handleName: string;
+  /** Name of the context that sent it. */
+  readonly contextName: string;
+
+  /**
+   * @param handleName the standard handle, e.g. `'CONNECT'`.
+   * @param contextName the context that sent the malformed message.
+   * @param what what was wrong with it.
+   */
+  constructor(handleName: string, contextName: string, what: string) {
+    super(`malformed ${handleName} message from context '${contextName}': ${what}`, 'ERR_TENDRIL_PROTOCOL');
+    this.handleName = handleName;
+    this.contextName = contextName;
+  }
+}
+
+/**
  * A value cannot be sent: it is of a type the codec does not carry (a
  * function, a symbol, a class instance, a cyclic structure). Raised at the
  * sender, before anything is sent. See `docs/protocol.md` for the types that
@@ -454,6 +490,8 @@ const REVIVABLE: Record<string, new (...args: never[]) => Error> = {
   InterpreterError,
   MessageTooLargeError,
   StreamError,
+  DecodeError,
+  ProtocolError,
   UnsupportedValueError,
   CapturedVariableError,
 };
@@ -484,6 +522,7 @@ const FIELDS = new Set([
   'maxMessageSize',
   'path',
   'names',
+  'handleName',
 ]);
 
 /** The data fields of a tendril error worth sending: strings, numbers, booleans and lists of strings. */
