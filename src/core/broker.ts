@@ -1,7 +1,8 @@
-import { SHUTDOWN, STOP_CHILD } from './handles.js';
+import { SHUTDOWN } from './handles.js';
 import { logger } from './log.js';
 import { Message } from './message.js';
-import { hasParentAuthority } from './policy.js';
+import { serve } from './protocol/serve.js';
+import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
 import type { Router } from './router.js';
 import type { Stream } from './stream.js';
 
@@ -74,10 +75,7 @@ export class Broker {
   constructor(router: Router, grace = DEFAULT_SHUTDOWN_GRACE) {
     this.router = router;
     this.grace = grace;
-    router.addHandler((message) => this.onStopChild(message), {
-      handle: STOP_CHILD,
-      policy: hasParentAuthority(router),
-    });
+    serve(router, STOP_CHILD_SPEC, ([id, grace]) => this.stopChild(id, grace ?? this.grace).then(() => null));
   }
 
   /** IDs of the children currently alive. */
@@ -177,17 +175,5 @@ export class Broker {
       });
     }
     return this.closing;
-  }
-
-  private onStopChild(message: Message): void {
-    const [id, grace] = message.unpack() as [unknown, unknown];
-    if (typeof id !== 'number') return;
-    void this.stopChild(id, typeof grace === 'number' ? grace : this.grace).then(() => {
-      try {
-        this.router.reply(message, null);
-      } catch (error) {
-        debug('%s: could not acknowledge STOP_CHILD: %O', this.router.name, error);
-      }
-    });
   }
 }

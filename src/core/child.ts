@@ -6,16 +6,20 @@ import { Broker } from './broker.js';
 import { createCodeCache } from './code-cache.js';
 import { Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo } from './errors.js';
-import { BOOT, CONNECT, FORWARD_LOG, MODULE_STATS, SHUTDOWN } from './handles.js';
+import { BOOT } from './handles.js';
 import { IdPool } from './ids.js';
 import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT } from './importer.js';
 // The core's own namespace, for tendril modules loaded later (`tendril:core`).
 import * as core from './index.js';
 import type { LogRecord } from './log.js';
 import { Message } from './message.js';
-import { hasParentAuthority } from './policy.js';
+import { CONNECT_SPEC } from './protocol/connect.js';
+import { FORWARD_LOG_SPEC, type ForwardLog } from './protocol/forward-log.js';
+import { MODULE_STATS_SPEC } from './protocol/module-stats.js';
+import { serve } from './protocol/serve.js';
+import { SHUTDOWN_SPEC } from './protocol/shutdown.js';
 import { Router } from './router.js';
-import type { BootConfig, ConnectionModule, ConnectRequest, ReadyInfo, Runtime } from './runtime.js';
+import type { BootConfig, ConnectionModule, ReadyInfo, Runtime } from './runtime.js';
 import { type BlockingIo, Stream } from './stream.js';
 
 /** File descriptor the first stage reads the stream from. */
@@ -80,10 +84,7 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
     preferTargetModules: config.preferTargetModules === true,
     requestSync: (message) => requestSync(router, stream, message),
   });
-  router.addHandler((message) => router.reply(message, importer.stats), {
-    handle: MODULE_STATS,
-    policy: hasParentAuthority(router),
-  });
+  serve(router, MODULE_STATS_SPEC, () => importer.stats);
   let cache: { data: Uint8Array | undefined } | undefined;
   const runtime: Runtime = {
     router,
@@ -111,16 +112,17 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
     stopping = true;
     void broker.shutdown(grace).then(() => process.exit(code));
   };
-  router.addHandler(() => shutdown(undefined, 0), { handle: SHUTDOWN, policy: hasParentAuthority(router) });
+  serve(router, SHUTDOWN_SPEC, () => shutdown(undefined, 0));
   router.on('parentClosed', () => {
     // The parent is gone, so nobody can ask this context to do anything: leave promptly.
     setTimeout(() => process.exit(1), ORPHAN_DEADLINE);
     shutdown(ORPHAN_GRACE, 1);
   });
-  router.addHandler((message) => onConnect(runtime, importer, message), {
-    handle: CONNECT,
-    policy: hasParentAuthority(router),
-  });
+  serve(router, CONNECT_SPEC, (request) =>
+    importer
+      .import(CONNECTION_MODULE_ID, CONNECTION_MODULE_ID)
+      .then((connection) => (connection as ConnectionModule).connectFromRequest(runtime, request)),
+  );
 
   // A stray exception in user code must not take the context down with it.
   process.on('uncaughtException', (error) => {
@@ -142,17 +144,6 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
     arch: process.arch,
   };
   router.reply(bootMessage, info);
-}
-
-function onConnect(runtime: Runtime, importer: Importer, message: Message): void {
-  const request = message.unpack() as ConnectRequest;
-  importer
-    .import(CONNECTION_MODULE_ID, CONNECTION_MODULE_ID)
-    .then((connection) => (connection as ConnectionModule).connectFromRequest(runtime, request))
-    .then(
-      (info) => runtime.router.reply(message, [0, info]),
-      (error) => runtime.router.reply(message, [1, toRemoteErrorInfo(error)]),
-    );
 }
 
 /**
@@ -198,12 +189,9 @@ const blockingIo: BlockingIo = {
 /** Sends a child's output line to the master, where it becomes a log event. */
 function forwardLog(router: Router, record: LogRecord): void {
   try {
+    const log: ForwardLog = [record.contextId, record.contextName, record.text];
     router.send(
-      Message.encoded({ dst: 0, src: router.id, auth: router.id, handle: FORWARD_LOG, replyTo: 0 }, [
-        record.contextId,
-        record.contextName,
-        record.text,
-      ]),
+      Message.encoded({ dst: 0, src: router.id, auth: router.id, handle: FORWARD_LOG_SPEC.handle, replyTo: 0 }, log),
     );
   } catch {
     // The master is unreachable; the line has nowhere to go.

@@ -1,10 +1,12 @@
 import { dirname, join } from 'node:path';
-import { encode, encodePrepared, prepareValue } from './codec.js';
-import { type CallPayload, type ReplyPayload, toPathOrSpecifier } from './dispatcher.js';
-import { CapturedVariableError, ContextDisconnectedError, type RemoteErrorInfo, remoteError } from './errors.js';
-import { CALL_FUNCTION, MODULE_STATS, STOP_CHILD } from './handles.js';
-import type { ImporterStats } from './importer.js';
+import { encodePrepared, prepareValue } from './codec.js';
+import { toPathOrSpecifier } from './dispatcher.js';
+import { CapturedVariableError, ContextDisconnectedError } from './errors.js';
 import { Message } from './message.js';
+import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
+import { type ImporterStats, MODULE_STATS_SPEC } from './protocol/module-stats.js';
+import { ask, openReply } from './protocol/serve.js';
+import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
 import type { Router } from './router.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: parameter types are inferred from the caller's function.
@@ -187,20 +189,17 @@ export class Context {
    * files received, and what it served its own children.
    * @throws ChannelError when the context is unreachable.
    */
-  async moduleStats(): Promise<ImporterStats> {
-    const reply = await this.router.request(this.id, MODULE_STATS, encode(null), { what: 'module stats' });
-    return reply.unpack() as ImporterStats;
+  moduleStats(): Promise<ImporterStats> {
+    return ask(this.router, this.id, MODULE_STATS_SPEC, null, { what: 'module stats' });
   }
 
   private async send(payload: Uint8Array, options: CallOptions, what: string): Promise<unknown> {
-    const reply = await this.router.request(this.id, CALL_FUNCTION, payload, {
+    const reply = await this.router.request(this.id, CALL_FUNCTION_SPEC.handle, payload, {
       timeout: options.timeout,
       signal: options.signal,
       what,
     });
-    const [status, value] = reply.unpack(this.router) as ReplyPayload;
-    if (status === 0) return value;
-    throw remoteError(value as RemoteErrorInfo, this.name, this.id);
+    return openReply(this.router, this.id, CALL_FUNCTION_SPEC, reply);
   }
 
   private encodeCall(fn: AnyFunction, args: unknown[], base: string | URL | undefined): Uint8Array {
@@ -227,7 +226,14 @@ export class Context {
     const payload = this.encodeCall(fn, args, undefined);
     this.router.send(
       new Message(
-        { dst: this.id, src: this.router.id, auth: this.router.id, handle: CALL_FUNCTION, replyTo: 0, flags: 0 },
+        {
+          dst: this.id,
+          src: this.router.id,
+          auth: this.router.id,
+          handle: CALL_FUNCTION_SPEC.handle,
+          replyTo: 0,
+          flags: 0,
+        },
         payload,
       ),
     );
@@ -243,9 +249,7 @@ export class Context {
   async shutdown(options: ShutdownOptions = {}): Promise<void> {
     this.router.expectDeparture(this.id, 'it was shut down (context.shutdown())');
     try {
-      await this.router.request(this.parentId, STOP_CHILD, encode([this.id, options.grace ?? null]), {
-        what: 'shutdown',
-      });
+      await ask(this.router, this.parentId, STOP_CHILD_SPEC, [this.id, options.grace ?? null], { what: 'shutdown' });
     } catch (error) {
       // The parent itself went away: then so did this context.
       if (!(error instanceof ContextDisconnectedError)) throw error;

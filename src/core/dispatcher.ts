@@ -1,37 +1,9 @@
 import { fileURLToPath } from 'node:url';
-import { encodePrepared, prepareValue } from './codec.js';
-import { MessageTooLargeError, toRemoteErrorInfo } from './errors.js';
 import { compileFunction } from './function-source.js';
-import { CALL_FUNCTION } from './handles.js';
 import type { Importer } from './importer.js';
-import { Message } from './message.js';
-import { hasParentAuthority } from './policy.js';
+import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
+import { serve } from './protocol/serve.js';
 import type { Router } from './router.js';
-
-/**
- * Payload of a CALL_FUNCTION message: a shipped function (`f`) or an export
- * (`e`) of a module (`m`), its arguments, and where its `require()`s resolve.
- */
-export interface CallPayload {
-  /** Source of the function to run. */
-  f?: string;
-  /** Path (on the master) of the module whose export `e` to run. */
-  m?: string;
-  /** Name of the export of `m` to run. */
-  e?: string;
-  /** Arguments. */
-  a: unknown[];
-  /**
-   * File (a path on the master) the function's `require()` and `import()`
-   * resolve from, as if written there: a module, or `<dir>/[tendril call]`.
-   */
-  b?: string;
-  /** Specifiers the function requires literally, fetched before it runs. */
-  p?: string[];
-}
-
-/** Payload of a call's reply: `[0, result]` or `[1, error info]`. */
-export type ReplyPayload = [0, unknown] | [1, ReturnType<typeof toRemoteErrorInfo>];
 
 /**
  * A shipped function that reads a variable of the scope it was written in
@@ -71,52 +43,32 @@ export class Dispatcher {
    * @param onUnreported called with errors of calls that expect no reply (callNoReply).
    */
   constructor(
-    private readonly router: Router,
+    router: Router,
     private readonly importer: Importer,
     private readonly defaultBase: string,
     private readonly onUnreported: (error: unknown) => void,
   ) {
-    router.addHandler((message) => this.onCall(message), {
-      handle: CALL_FUNCTION,
-      policy: hasParentAuthority(router),
+    serve(router, CALL_FUNCTION_SPEC, (call) => explained(() => this.run(call)), {
+      onUnanswered: (error) => this.onUnreported(error),
     });
   }
 
-  private onCall(message: Message): void {
-    let result: unknown;
-    try {
-      const call = message.unpack(this.router) as CallPayload;
-      if (typeof call !== 'object' || call === null || !Array.isArray(call.a)) {
-        throw new TypeError('malformed CALL_FUNCTION payload');
-      }
-      result = typeof call.m === 'string' ? this.callExport(call, call.m, String(call.e)) : this.callFunction(call);
-    } catch (error) {
-      this.fail(message, error);
-      return;
-    }
-    if (result !== null && typeof result === 'object' && typeof (result as PromiseLike<unknown>).then === 'function') {
-      (result as PromiseLike<unknown>).then(
-        (value) => this.succeed(message, value),
-        (error) => this.fail(message, error),
-      );
-    } else {
-      this.succeed(message, result);
-    }
+  private run(call: CallPayload): unknown {
+    return call.m !== undefined ? this.callExport(call, call.m, String(call.e)) : this.callFunction(call);
   }
 
   private callFunction(call: CallPayload): unknown {
-    if (typeof call.f !== 'string') throw new TypeError('malformed CALL_FUNCTION payload: no function');
-    const factory = compileFunction(call.f);
-    const from = typeof call.b === 'string' ? call.b : callOrigin(this.defaultBase);
+    const factory = compileFunction(String(call.f));
+    const from = call.b ?? callOrigin(this.defaultBase);
     const run = () => factory(this.importer.requireFrom(from), this.importer.importFrom(from)).apply(undefined, call.a);
-    const preload = Array.isArray(call.p) ? call.p.filter((spec): spec is string => typeof spec === 'string') : [];
+    const preload = call.p ?? [];
     // Literal require()s are fetched up front, in one round trip, so the function need not block on them.
     return preload.length > 0 ? this.importer.prefetch(from, preload, 'require').then(run) : run();
   }
 
   private async callExport(call: CallPayload, path: string, name: string): Promise<unknown> {
     // An absolute path stands for itself; a specifier resolves from the call's base.
-    const from = path.startsWith('/') ? path : typeof call.b === 'string' ? call.b : callOrigin(this.defaultBase);
+    const from = path.startsWith('/') ? path : (call.b ?? callOrigin(this.defaultBase));
     const namespace = (await this.importer.import(from, path)) as Record<string, unknown>;
     const value = name === 'default' ? namespace.default : namespace[name];
     if (typeof value !== 'function') {
@@ -128,41 +80,22 @@ export class Dispatcher {
     }
     return value.apply(namespace, call.a);
   }
+}
 
-  private succeed(message: Message, value: unknown): void {
-    if (message.replyTo === 0) return;
-    let data: Uint8Array;
-    try {
-      data = encodePrepared([0, prepareValue(value, 'return value')]);
-      if (data.length > this.router.maxMessageSize) {
-        throw new MessageTooLargeError(
-          data.length,
-          this.router.maxMessageSize,
-          `the result (as a reply to context ${message.src})`,
-        );
-      }
-    } catch (error) {
-      this.fail(message, error);
-      return;
-    }
-    this.send(message, data);
-  }
-
-  private fail(message: Message, error: unknown): void {
+/** `run()`'s result, with a ReferenceError it throws or rejects with explained (see `explainReferenceError`). */
+function explained(run: () => unknown): unknown {
+  let result: unknown;
+  try {
+    result = run();
+  } catch (error) {
     explainReferenceError(error);
-    if (message.replyTo === 0) {
-      this.onUnreported(error);
-      return;
-    }
-    this.send(message, encodePrepared([1, toRemoteErrorInfo(error)]));
+    throw error;
   }
-
-  private send(message: Message, data: Uint8Array): void {
-    this.router.send(
-      new Message(
-        { dst: message.src, src: this.router.id, auth: this.router.id, handle: message.replyTo, replyTo: 0, flags: 0 },
-        data,
-      ),
-    );
+  if (result !== null && typeof result === 'object' && typeof (result as PromiseLike<unknown>).then === 'function') {
+    return Promise.resolve(result).catch((error: unknown) => {
+      explainReferenceError(error);
+      throw error;
+    });
   }
+  return result;
 }

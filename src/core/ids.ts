@@ -1,9 +1,8 @@
-import { encode } from './codec.js';
-import { ALLOCATE_ID } from './handles.js';
+import { ALLOCATE_ID_SPEC, type IdBlock } from './protocol/allocate-id.js';
+import { ask } from './protocol/serve.js';
 import type { Router } from './router.js';
 
-/** A half-open range of context IDs, `[start, end)`. */
-export type IdBlock = [start: number, end: number];
+export type { IdBlock } from './protocol/allocate-id.js';
 
 /** IDs for a new child: its own ID and a block it numbers its own children from. */
 export interface ChildIds {
@@ -79,14 +78,9 @@ export class IdPool implements IdSource {
 
   private refill(): Promise<void> {
     if (!this.refilling) {
-      this.refilling = this.router
-        .request(0, ALLOCATE_ID, encode(ID_BLOCK_SIZE), { what: 'context ID allocation' })
-        .then((reply) => {
-          const block = reply.unpack();
-          if (!Array.isArray(block) || typeof block[0] !== 'number' || typeof block[1] !== 'number') {
-            throw new Error('malformed ALLOCATE_ID reply');
-          }
-          this.blocks.push([block[0], block[1]]);
+      this.refilling = ask(this.router, 0, ALLOCATE_ID_SPEC, ID_BLOCK_SIZE, { what: 'context ID allocation' })
+        .then((block) => {
+          this.blocks.push(block);
         })
         .finally(() => {
           this.refilling = undefined;

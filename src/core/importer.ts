@@ -13,8 +13,8 @@ import {
   resolutionKey,
   type Target,
 } from './module-protocol.js';
-import type { Policy, Router } from './router.js';
-import type { Stream } from './stream.js';
+import { fromChildStream } from './policy.js';
+import type { Router } from './router.js';
 
 /** Specifier under which tendril's bundled modules ask for the core they run against. */
 export const CORE_MODULE_ID = 'tendril:core';
@@ -22,11 +22,6 @@ export const CORE_MODULE_ID = 'tendril:core';
 export const CONNECTION_MODULE_ID = 'tendril:connection';
 /** How long a synchronous `require()` waits for its module, in ms. */
 export const SYNC_FETCH_TIMEOUT = 30_000;
-
-/** Admits GET_MODULE requests only from child streams: modules flow down the tree, never up. */
-export function fromChildStream(router: Router): Policy {
-  return (_message: Message, stream: Stream | undefined) => stream !== undefined && stream !== router.parentStream;
-}
 
 /** Counters of one context's module forwarding, from `context.moduleStats()`. */
 export interface ImporterStats {

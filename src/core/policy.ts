@@ -14,3 +14,8 @@ export function hasParentAuthority(router: Router): Policy {
 export function fromSelf(router: Router): Policy {
   return (message: Message) => message.auth === router.id;
 }
+
+/** Admits messages that arrived on a stream from a child: requests flow up the tree only. */
+export function fromChildStream(router: Router): Policy {
+  return (_message: Message, stream) => stream !== undefined && stream !== router.parentStream;
+}

@@ -1,3 +1,4 @@
+import { randomFillSync as getRandomValues } from 'node:crypto';
 import { EventEmitter } from 'eventemitter3';
 import { decode, encode } from './codec.js';
 import { callOrigin, toPathOrSpecifier } from './dispatcher.js';
@@ -10,15 +11,33 @@ import {
 } from './errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
 import { functionSource } from './function-source.js';
-import { ADD_ROUTE, DEL_ROUTE, FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './handles.js';
+import { FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './handles.js';
 import { type LogRecord, logger } from './log.js';
 import { FLAG_DEAD, MAX_ID, Message } from './message.js';
+import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC } from './protocol/routes.js';
+import { serve } from './protocol/serve.js';
+import { RateLimit } from './rate-limit.js';
 import type { Stream } from './stream.js';
 
 const debug = logger('router');
 
 /** Departed contexts remembered, for errors that say what became of them. */
 const MAX_DEPARTED = 1024;
+/** Most descendants one child stream may announce. */
+const MAX_ROUTES_PER_STREAM = 65_536;
+/**
+ * Dead replies sent down one stream: a burst, then this many per second.
+ * A child that floods a context with undeliverable requests earns no more
+ * than this; the rest are dropped.
+ */
+const DEAD_REPLY_BURST = 1000;
+const DEAD_REPLIES_PER_SECOND = 1000;
+/**
+ * A message from a child stream is not forwarded to a stream that already
+ * has this many bytes queued (its peer is slow or not reading); the
+ * sender gets a dead reply instead, so one child cannot fill another's queue.
+ */
+const FORWARD_QUEUE_LIMIT = 16 * 1024 * 1024;
 
 /**
  * Decides whether a message may reach a handle. `stream` is the stream it
@@ -89,8 +108,13 @@ export interface RouterEvents {
 
 /** A refused or dropped message, reported through the router's `warning` event. */
 export interface RouterWarning {
-  /** Kind of problem: `'forged-id'`, `'policy'`, `'bad-route'`, `'handler'` or `'module-refused'`. */
-  code: 'forged-id' | 'policy' | 'bad-route' | 'handler' | 'module-refused';
+  /**
+   * Kind of problem: `'forged-id'`, `'policy'`, `'bad-route'`, `'handler'`
+   * (a handler failed or got a malformed request), `'module-refused'`,
+   * `'flood'` (dead replies or forwarded messages dropped past a bound) or
+   * `'quota'` (a context asked for more IDs than its subtree may have).
+   */
+  code: 'forged-id' | 'policy' | 'bad-route' | 'handler' | 'module-refused' | 'flood' | 'quota';
   /** What happened, naming the contexts involved. */
   message: string;
 }
@@ -139,7 +163,10 @@ export class Router extends EventEmitter<RouterEvents> {
   /** Why contexts being stopped on purpose are going away, until they have. */
   private readonly leaving = new Map<number, string>();
   private readonly streams = new Set<Stream>();
-  private nextHandle = FIRST_DYNAMIC_HANDLE;
+  /** Routes announced through each child stream, to bound them. */
+  private readonly routeCounts = new Map<Stream, number>();
+  /** Dead replies each stream may still be sent. */
+  private readonly deadReplyLimits = new Map<Stream, RateLimit>();
   private inflight = 0;
 
   /** @param identity this context's ID, name, ancestors and message size limit. */
@@ -150,14 +177,8 @@ export class Router extends EventEmitter<RouterEvents> {
     this.parentIds = identity.parentIds;
     this.maxMessageSize = identity.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
     this.names.set(this.id, this.name);
-    this.addHandler((message, stream) => this.onAddRoute(message, stream), {
-      handle: ADD_ROUTE,
-      policy: (_message, stream) => stream !== undefined && stream !== this.parentStream,
-    });
-    this.addHandler((message, stream) => this.onDelRoute(message, stream), {
-      handle: DEL_ROUTE,
-      policy: (_message, stream) => stream !== undefined && stream !== this.parentStream,
-    });
+    serve(this, ADD_ROUTE_SPEC, ([target, name], _message, stream) => this.onAddRoute(target, name, stream));
+    serve(this, DEL_ROUTE_SPEC, ([target, reason], _message, stream) => this.onDelRoute(target, reason, stream));
   }
 
   /** ID of the parent context, or -1 in the master. */
@@ -281,10 +302,14 @@ export class Router extends EventEmitter<RouterEvents> {
     if (entry.contextId !== undefined) this.handlesByContext.get(entry.contextId)?.delete(handle);
   }
 
+  /**
+   * A free handle, drawn at random from the dynamic range: a handle is
+   * then as good as a capability, since no context can guess another's
+   * reply handles or receivers to sweep them with forged replies.
+   */
   private allocateHandle(): number {
     for (;;) {
-      const handle = this.nextHandle;
-      this.nextHandle = handle >= MAX_ID ? FIRST_DYNAMIC_HANDLE : handle + 1;
+      const handle = FIRST_DYNAMIC_HANDLE + (randomUint32() % (MAX_ID - FIRST_DYNAMIC_HANDLE));
       if (!this.handlers.has(handle)) return handle;
     }
   }
@@ -345,8 +370,10 @@ export class Router extends EventEmitter<RouterEvents> {
         {
           persist: false,
           contextId: dst,
-          // Replies come from the destination; dead replies may come from any router on the way.
-          policy: (reply) => reply.src === dst || reply.isDead,
+          // Replies come from the destination; dead replies from a router on the
+          // way to it, so only through the stream the destination is reached by.
+          policy: (reply, stream) =>
+            reply.isDead ? stream === undefined || stream === this.expectedStream(dst) : reply.src === dst,
           onClose: (error) => {
             settle();
             reject(error);
@@ -398,6 +425,7 @@ export class Router extends EventEmitter<RouterEvents> {
         departure
           ? `context '${departure.name}' (id ${message.dst}) is gone: ${departure.reason}`
           : `no route to context ${message.dst} from ${this.name}`,
+        inStream,
       );
       return;
     }
@@ -405,18 +433,27 @@ export class Router extends EventEmitter<RouterEvents> {
       this.deadReply(
         message,
         `routing loop: context ${message.dst} is reached through the stream the message came from`,
+        inStream,
       );
       return;
     }
     if (inStream && message.data.length > this.maxMessageSize) {
-      this.deadReply(message, `message too large to forward (${message.data.length} bytes)`);
+      this.deadReply(message, `message too large to forward (${message.data.length} bytes)`, inStream);
+      return;
+    }
+    if (inStream && inStream !== this.parentStream && out.queuedBytes > FORWARD_QUEUE_LIMIT) {
+      this.deadReply(
+        message,
+        `context '${this.nameOf(message.dst)}' (id ${message.dst}) is not keeping up: ${out.queuedBytes} bytes are queued for it in ${this.name}`,
+        inStream,
+      );
       return;
     }
     out.send(message);
   }
 
-  /** The stream a message claiming `id` must arrive on. */
-  private expectedStream(id: number): Stream | undefined {
+  /** The stream a message claiming `id` must arrive on (and the one a message to `id` leaves by). */
+  expectedStream(id: number): Stream | undefined {
     return this.routes.get(id) ?? this.parentStream;
   }
 
@@ -440,7 +477,7 @@ export class Router extends EventEmitter<RouterEvents> {
   }
 
   /** Reports a refused or dropped message: to `debug` and to `warning` listeners. */
-  protected warn(code: RouterWarning['code'], message: string): void {
+  warn(code: RouterWarning['code'], message: string): void {
     debug('warning: %s', message);
     this.emit('warning', { code, message });
   }
@@ -449,7 +486,7 @@ export class Router extends EventEmitter<RouterEvents> {
     const entry = this.handlers.get(message.handle);
     if (!entry) {
       if (message.isDead) return;
-      this.deadReply(message, `no handle ${message.handle} in context '${this.name}' (id ${this.id})`);
+      this.deadReply(message, `no handle ${message.handle} in context '${this.name}' (id ${this.id})`, inStream);
       return;
     }
     if (entry.policy && !entry.policy(message, inStream)) {
@@ -458,7 +495,7 @@ export class Router extends EventEmitter<RouterEvents> {
         'policy',
         `${this.name}: refused a message from context ${message.src} (auth ${message.auth}) to ${name}: not allowed by its policy`,
       );
-      this.deadReply(message, `refused by policy of ${name} in context '${this.name}'`);
+      this.deadReply(message, `refused by policy of ${name} in context '${this.name}'`, inStream);
       return;
     }
     if (!entry.persist) this.removeHandler(message.handle);
@@ -469,16 +506,38 @@ export class Router extends EventEmitter<RouterEvents> {
     }
   }
 
-  /** Tells the sender of an undeliverable message why, so its pending request rejects instead of hanging. */
-  private deadReply(message: Message, reason: string): void {
+  /**
+   * Tells the sender of an undeliverable message why, so its pending
+   * request rejects instead of hanging. `inStream` is the stream the
+   * message came in on: each stream earns a bounded rate of dead replies,
+   * past which they are dropped (with a `flood` warning once a second).
+   */
+  deadReply(message: Message, reason: string, inStream?: Stream): void {
     debug('%s: cannot deliver %s: %s', this.name, message, reason);
     if (message.isDead || message.replyTo === 0) return;
+    if (inStream && !this.mayDeadReply(inStream)) return;
     const dead = new Message(
       { dst: message.src, src: this.id, auth: this.id, handle: message.replyTo, replyTo: 0, flags: FLAG_DEAD },
       encode(reason),
     );
     if (message.src === this.id) this.deliver(dead, undefined);
     else this.route(dead, undefined);
+  }
+
+  private mayDeadReply(stream: Stream): boolean {
+    let limit = this.deadReplyLimits.get(stream);
+    if (!limit) {
+      limit = new RateLimit(DEAD_REPLY_BURST, DEAD_REPLIES_PER_SECOND);
+      this.deadReplyLimits.set(stream, limit);
+    }
+    if (limit.take()) return true;
+    if (limit.shouldReport()) {
+      this.warn(
+        'flood',
+        `${this.name}: stream ${stream.name} sent more undeliverable messages than ${DEAD_REPLIES_PER_SECOND} a second; ${limit.dropped} dead replies to it were dropped so far`,
+      );
+    }
+    return false;
   }
 
   /**
@@ -517,22 +576,22 @@ export class Router extends EventEmitter<RouterEvents> {
   }
 
   private addRoute(target: number, name: string, stream: Stream): void {
+    if (this.routes.get(target) !== stream) this.routeCounts.set(stream, (this.routeCounts.get(stream) ?? 0) + 1);
     this.routes.set(target, stream);
     this.names.set(target, name);
     if (this.parentStream && !this.parentStream.closed) {
       this.parentStream.send(
-        Message.encoded({ dst: this.parentId, src: this.id, auth: this.id, handle: ADD_ROUTE, replyTo: 0 }, [
-          target,
-          name,
-        ]),
+        Message.encoded(
+          { dst: this.parentId, src: this.id, auth: this.id, handle: ADD_ROUTE_SPEC.handle, replyTo: 0 },
+          [target, name],
+        ),
       );
     }
     this.emit('route', target, name);
   }
 
-  private onAddRoute(message: Message, stream: Stream | undefined): void {
-    const [target, name] = message.unpack() as [unknown, unknown];
-    if (!stream || typeof target !== 'number' || typeof name !== 'string') return;
+  private onAddRoute(target: number, name: string, stream: Stream | undefined): void {
+    if (!stream) return;
     if (!this.mayRoute(target, stream)) {
       this.warn(
         'bad-route',
@@ -540,17 +599,27 @@ export class Router extends EventEmitter<RouterEvents> {
       );
       return;
     }
+    if (this.routes.get(target) !== stream && (this.routeCounts.get(stream) ?? 0) >= MAX_ROUTES_PER_STREAM) {
+      this.warn(
+        'bad-route',
+        `${this.name}: refused ADD_ROUTE for context ${target} from stream ${stream.name}: it already announced ${MAX_ROUTES_PER_STREAM} contexts`,
+      );
+      return;
+    }
     this.addRoute(target, name, stream);
   }
 
-  private onDelRoute(message: Message, stream: Stream | undefined): void {
-    const [target, reason] = message.unpack() as [unknown, unknown];
-    if (typeof target !== 'number' || this.routes.get(target) !== stream) return;
-    this.deleteRoute(target, typeof reason === 'string' ? reason : 'route deleted');
+  private onDelRoute(target: number, reason: string, stream: Stream | undefined): void {
+    if (this.routes.get(target) !== stream) return;
+    this.deleteRoute(target, reason);
   }
 
   private deleteRoute(target: number, streamReason: string): void {
-    if (!this.routes.delete(target)) return;
+    const via = this.routes.get(target);
+    if (!via || !this.routes.delete(target)) return;
+    const count = (this.routeCounts.get(via) ?? 1) - 1;
+    if (count > 0) this.routeCounts.set(via, count);
+    else this.routeCounts.delete(via);
     const reason = this.leaving.get(target) ?? streamReason;
     this.leaving.delete(target);
     this.departed.set(target, { name: this.nameOf(target), reason });
@@ -558,10 +627,10 @@ export class Router extends EventEmitter<RouterEvents> {
     if (this.departed.size > MAX_DEPARTED) this.departed.delete(this.departed.keys().next().value as number);
     if (this.parentStream && !this.parentStream.closed) {
       this.parentStream.send(
-        Message.encoded({ dst: this.parentId, src: this.id, auth: this.id, handle: DEL_ROUTE, replyTo: 0 }, [
-          target,
-          reason,
-        ]),
+        Message.encoded(
+          { dst: this.parentId, src: this.id, auth: this.id, handle: DEL_ROUTE_SPEC.handle, replyTo: 0 },
+          [target, reason],
+        ),
       );
     }
     this.disconnected(target, reason);
@@ -585,6 +654,7 @@ export class Router extends EventEmitter<RouterEvents> {
 
   private onStreamClosed(stream: Stream, reason: string): void {
     this.streams.delete(stream);
+    this.deadReplyLimits.delete(stream);
     if (stream.remoteId >= 0) debug('%s: stream %s closed: %s', this.name, stream.name, reason);
     for (const [target, via] of [...this.routes]) {
       if (via === stream) this.deleteRoute(target, `${reason} (stream to ${stream.name})`);
@@ -630,4 +700,15 @@ export function deadReason(message: Message): string {
   } catch {
     return 'message could not be delivered';
   }
+}
+
+const randomPool = new Uint32Array(256);
+let randomLeft = 0;
+/** A random 32-bit integer, from a pool refilled by the CSPRNG. */
+function randomUint32(): number {
+  if (randomLeft === 0) {
+    getRandomValues(randomPool);
+    randomLeft = randomPool.length;
+  }
+  return randomPool[--randomLeft] as number;
 }

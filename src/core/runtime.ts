@@ -1,6 +1,8 @@
 import type { Broker } from './broker.js';
 import type { IdSource } from './ids.js';
 import type { LogRecord } from './log.js';
+import type { ReadyInfo } from './protocol/boot.js';
+import type { ConnectRequest } from './protocol/connect.js';
 import type { Router } from './router.js';
 
 /**
@@ -32,55 +34,8 @@ export interface Runtime {
   readonly onChildLog: (record: LogRecord) => void;
 }
 
-/** Configuration sent to a new child in its BOOT message. */
-export interface BootConfig {
-  /** The child's context ID. */
-  id: number;
-  /** The child's name. */
-  name: string;
-  /** Ancestors, nearest first. */
-  parentIds: number[];
-  /** Largest payload, in bytes. */
-  maxMessageSize: number;
-  /** IDs the child may hand to its own children, `[start, end)`, or null. */
-  idBlock: [number, number] | null;
-  /** `debug` namespaces to enable. */
-  debug: string;
-  /** The first stage's source, so the child can start children of its own. */
-  firstStage: string;
-  /** Directory (on the master) that shipped functions' `require()` resolves from by default. */
-  moduleBase: string;
-  /** Prefer packages installed on the target over shipping the master's copy. */
-  preferTargetModules: boolean;
-}
-
-/** A CONNECT request: start a child from the receiving context (the `via` option). */
-export interface ConnectRequest {
-  /** Connection method name, e.g. `'local'`. */
-  method: string;
-  /** Method options, without `via`. */
-  options: Record<string, unknown>;
-  /** Names of contexts elsewhere in the tree that the method's default name could clash with. */
-  taken?: string[];
-}
-
-/** The reply to BOOT and to CONNECT: the new context's identity. */
-export interface ReadyInfo {
-  /** The new context's ID. */
-  id: number;
-  /** Its name. */
-  name: string;
-  /** Its process ID on its host. */
-  pid: number;
-  /** `process.version` there. */
-  nodeVersion: string;
-  /** Host name of its machine. */
-  hostname: string;
-  /** `process.platform` there. */
-  platform: string;
-  /** `process.arch` there. */
-  arch: string;
-}
+export type { BootConfig, ReadyInfo } from './protocol/boot.js';
+export type { ConnectRequest } from './protocol/connect.js';
 
 /** What the connection module exports to children. */
 export interface ConnectionModule {

@@ -33,6 +33,12 @@ export interface StreamOptions {
   /** Largest payload accepted or sent, in bytes. */
   maxMessageSize: number;
   /**
+   * Bytes that may wait to be written to the peer before the stream is
+   * closed as not reading. Default: 256 MiB or twice `maxMessageSize`,
+   * whichever is larger.
+   */
+  maxQueuedBytes?: number;
+  /**
    * What keeps the event loop alive for this stream when `input` and
    * `output` cannot (an SSH channel: its connection's socket); follows
    * `ref()` and `unref()` with them.
@@ -78,6 +84,7 @@ export class Stream extends EventEmitter<StreamEvents> {
   private readonly output: Writable;
   private readonly socket: Refable | undefined;
   private readonly decoder: FrameDecoder;
+  private readonly maxQueuedBytes: number;
   private closeReason: string | undefined;
   /** Messages that arrived during a blocking request, delivered once it is over. */
   private deferred: Message[] = [];
@@ -91,6 +98,7 @@ export class Stream extends EventEmitter<StreamEvents> {
     this.output = options.output;
     this.socket = options.socket;
     this.decoder = new FrameDecoder(options.maxMessageSize);
+    this.maxQueuedBytes = options.maxQueuedBytes ?? Math.max(256 * 1024 * 1024, 2 * options.maxMessageSize);
     this.input.on('data', this.onData);
     this.input.on('end', () => this.close('end of stream'));
     this.input.on('close', () => this.close('stream closed'));
@@ -109,6 +117,11 @@ export class Stream extends EventEmitter<StreamEvents> {
     return this.closeReason;
   }
 
+  /** Bytes written but not yet taken by the peer (queued in this process). */
+  get queuedBytes(): number {
+    return this.output.writableLength;
+  }
+
   /** Largest payload accepted, in bytes. */
   get maxMessageSize(): number {
     return this.decoder.maxMessageSize;
@@ -122,6 +135,8 @@ export class Stream extends EventEmitter<StreamEvents> {
   /**
    * Writes a message. Returns false, writing nothing, when the stream has
    * closed. Size limits are enforced by the router before this is called.
+   * When more than `maxQueuedBytes` wait for the peer, it is not reading:
+   * the stream is closed with that reason (only this stream is affected).
    */
   send(message: Message): boolean {
     if (this.closeReason !== undefined) return false;
@@ -131,6 +146,12 @@ export class Stream extends EventEmitter<StreamEvents> {
       this.stats.bytesOut += part.length;
     }
     this.stats.messagesOut++;
+    const queued = this.output.writableLength;
+    if (queued > this.maxQueuedBytes) {
+      this.close(
+        `${this.name} is not reading its input: ${queued} bytes were queued for it, over the limit of ${this.maxQueuedBytes}`,
+      );
+    }
     return true;
   }
 

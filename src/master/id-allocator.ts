@@ -1,10 +1,16 @@
-import { ALLOCATE_ID } from '../core/handles.js';
-import { type ChildIds, ID_BLOCK_SIZE, type IdBlock, type IdSource } from '../core/ids.js';
+import { TendrilError } from '../core/errors.js';
+import { type ChildIds, ID_BLOCK_SIZE, type IdSource } from '../core/ids.js';
 import { MAX_ID } from '../core/message.js';
+import { ALLOCATE_ID_SPEC, type IdBlock } from '../core/protocol/allocate-id.js';
+import { serve } from '../core/protocol/serve.js';
 import type { Router } from '../core/router.js';
 
-/** Largest block one ALLOCATE_ID request may obtain. */
-const MAX_REQUEST = 10 * ID_BLOCK_SIZE;
+/**
+ * Most IDs the master hands to the subtree under one of its children, over
+ * its lifetime (about a million contexts). A child that asks for more
+ * cannot starve the rest of the tree of IDs.
+ */
+export const SUBTREE_ID_QUOTA = 1 << 20;
 
 interface Grant {
   start: number;
@@ -13,33 +19,37 @@ interface Grant {
   owner: number;
 }
 
+/** A context asked for more context IDs than its subtree may have; answered to the requester. */
+export class IdQuotaError extends TendrilError {
+  /** @param what who asked, and the quota. */
+  constructor(what: string) {
+    super(what, 'ERR_TENDRIL_ID_QUOTA');
+  }
+}
+
 /**
  * The master's numbering of contexts. IDs are never reused. Every block
  * handed out is remembered with its owner, so the master can check that a
  * route announced through a stream is for an ID that stream's subtree was
- * actually given (a child cannot hijack a sibling's ID).
+ * actually given (a child cannot hijack a sibling's ID), and each subtree
+ * under a child of the master has a quota.
  */
 export class IdAllocator implements IdSource {
   private next = 1;
   private readonly grants: Grant[] = [];
+  /** IDs handed to each subtree, by the ID of the master's child at its top. */
+  private readonly allotted = new Map<number, number>();
 
   /** @param router the master's router; ALLOCATE_ID is served on it. */
-  constructor(router: Router) {
-    router.addHandler(
-      (message) => {
-        const requested = message.unpack();
-        const count =
-          typeof requested === 'number' && requested >= 1 ? Math.min(requested, MAX_REQUEST) : ID_BLOCK_SIZE;
-        router.reply(message, this.grant(count, message.src));
-      },
-      // Any descendant may ask; the block is recorded against the asker.
-      { handle: ALLOCATE_ID, policy: (_message, stream) => stream !== undefined },
-    );
+  constructor(private readonly router: Router) {
+    // Any descendant may ask; the block is recorded against the asker.
+    serve(router, ALLOCATE_ID_SPEC, (count, message) => this.grantTo(message.src, count));
   }
 
   /** A new ID for a child of the master, and a fresh block for it. */
   async allocateChild(): Promise<ChildIds> {
     const id = this.take(1)[0];
+    this.allotted.set(id, ID_BLOCK_SIZE + 1);
     return { id, block: this.grant(ID_BLOCK_SIZE, id) };
   }
 
@@ -60,6 +70,29 @@ export class IdAllocator implements IdSource {
       else return grant.owner;
     }
     return id;
+  }
+
+  /** The master's child at the top of the subtree `id` belongs to, or undefined for an ID never handed out. */
+  rootOf(id: number): number | undefined {
+    for (let current = id, hops = 0; hops < 10_000; hops++) {
+      const owner = this.ownerOf(current);
+      if (owner === undefined || owner === current) return owner;
+      current = owner;
+    }
+    return undefined;
+  }
+
+  private grantTo(requester: number, count: number): IdBlock {
+    const root = this.rootOf(requester);
+    if (root === undefined) throw new IdQuotaError(`context ${requester} was never given an ID by this master`);
+    const used = this.allotted.get(root) ?? 0;
+    if (used + count > SUBTREE_ID_QUOTA) {
+      const message = `the contexts under '${this.router.nameOf(root)}' (id ${root}) have used their quota of ${SUBTREE_ID_QUOTA} context IDs; context ${requester} may not have more`;
+      this.router.warn('quota', `${this.router.name}: ${message}`);
+      throw new IdQuotaError(message);
+    }
+    this.allotted.set(root, used + count);
+    return this.grant(count, requester);
   }
 
   private grant(count: number, owner: number): IdBlock {

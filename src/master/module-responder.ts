@@ -4,7 +4,7 @@ import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CALL_FILE } from '../core/dispatcher.js';
 import { GET_MODULE } from '../core/handles.js';
-import { CONNECTION_MODULE_ID, CORE_MODULE_ID, fromChildStream } from '../core/importer.js';
+import { CONNECTION_MODULE_ID, CORE_MODULE_ID } from '../core/importer.js';
 import { logger } from '../core/log.js';
 import type { Message } from '../core/message.js';
 import {
@@ -15,6 +15,7 @@ import {
   type ModuleRequest,
   type Target,
 } from '../core/module-protocol.js';
+import { fromChildStream } from '../core/policy.js';
 import type { Router } from '../core/router.js';
 import { assetPath } from './assets.js';
 import { ModuleGraph } from './module-graph.js';

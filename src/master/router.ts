@@ -10,15 +10,16 @@ import { type SuOptions, su } from '../connection/su.js';
 import { type SudoOptions, sudo } from '../connection/sudo.js';
 import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
 import { createCodeCache } from '../core/code-cache.js';
-import { encode } from '../core/codec.js';
 import { Context } from '../core/context.js';
-import { ChannelError, type RemoteErrorInfo, remoteError } from '../core/errors.js';
+import { ChannelError, ProtocolError } from '../core/errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
 import { functionSource } from '../core/function-source.js';
-import { CONNECT, FORWARD_LOG } from '../core/handles.js';
 import { type Logger, type LogRecord, logger } from '../core/log.js';
+import { CONNECT_SPEC } from '../core/protocol/connect.js';
+import { FORWARD_LOG_SPEC } from '../core/protocol/forward-log.js';
+import { ask, serve } from '../core/protocol/serve.js';
 import { Router as CoreRouter, type PreparedCall } from '../core/router.js';
-import type { ConnectRequest, ReadyInfo, Runtime } from '../core/runtime.js';
+import type { ConnectRequest, Runtime } from '../core/runtime.js';
 import type { Stream } from '../core/stream.js';
 import { bootstrapAssets } from './assets.js';
 import { baseDirectory, baseFile, callerModule, mainModule } from './caller.js';
@@ -26,6 +27,9 @@ import { analyzeFunction, warmFunctionAnalysis } from './function-analysis.js';
 import { definingModule } from './function-location.js';
 import { IdAllocator } from './id-allocator.js';
 import { ModuleResponder, type ResponderStats } from './module-responder.js';
+
+/** Loggers kept for context names (`tendril:<name>` debug namespaces), least recently used dropped first. */
+const MAX_LOGGERS = 256;
 
 /** Options of the master's `Router`. */
 export interface RouterOptions {
@@ -130,10 +134,9 @@ export class Router extends CoreRouter {
       moduleBase: baseDirectory(this.base),
       onChildLog: (record) => this.emitLog(record),
     };
-    this.addHandler((message, stream) => this.onForwardLog(message.unpack(), stream), {
-      handle: FORWARD_LOG,
-      policy: (_message, stream) => stream !== undefined,
-    });
+    serve(this, FORWARD_LOG_SPEC, ([contextId, , text], _message, stream) =>
+      this.onForwardLog(contextId, text, stream),
+    );
   }
 
   /**
@@ -236,12 +239,16 @@ export class Router extends CoreRouter {
       options: rest as Record<string, unknown>,
       taken: this.contextNamesStartingWith(`${method.name}${method.name === 'local' ? '.' : ':'}`),
     };
-    const reply = await this.request(via.id, CONNECT, encode(request, 'options'), {
-      what: `starting a ${method.name} context`,
-    });
-    const [status, value] = reply.unpack() as [0, ReadyInfo] | [1, RemoteErrorInfo];
-    if (status !== 0) throw remoteError(value, via.name, via.id);
-    return new Context(this, value.id, value.name, via.id, value);
+    const info = await ask(this, via.id, CONNECT_SPEC, request, { what: `starting a ${method.name} context` });
+    // The intermediate names the new context; it may only name one in its own subtree.
+    if (info.id === via.id || this.routeOf(info.id) === undefined || this.routeOf(info.id) !== this.routeOf(via.id)) {
+      throw new ProtocolError(
+        'CONNECT',
+        via.name,
+        `it replied that the new context has ID ${info.id}, which is not a context started under it`,
+      );
+    }
+    return new Context(this, info.id, info.name, via.id, info);
   }
 
   /**
@@ -343,22 +350,24 @@ export class Router extends CoreRouter {
     return owner !== undefined && owner !== id && this.routeOf(owner) === stream;
   }
 
-  private onForwardLog(payload: unknown, stream: Stream | undefined): void {
-    if (!Array.isArray(payload)) return;
-    const [contextId, contextName, text] = payload as [unknown, unknown, unknown];
-    if (typeof contextId !== 'number' || typeof contextName !== 'string' || typeof text !== 'string') return;
+  private onForwardLog(contextId: number, text: string, stream: Stream | undefined): void {
     // A context may only report lines of contexts in its own subtree, which
     // may have exited (and lost their route) by the time their last lines arrive.
     if (this.routeOf(contextId) !== stream && !this.inSubtreeOf(contextId, stream)) return;
-    this.emitLog({ contextId, contextName, text });
+    // Named as the master knows the context, never as the sender says.
+    this.emitLog({ contextId, contextName: this.nameOf(contextId), text });
   }
 
   private emitLog(record: LogRecord): void {
     let log = this.logDebuggers.get(record.contextName);
-    if (!log) {
+    if (log) this.logDebuggers.delete(record.contextName);
+    else {
       log = logger(record.contextName);
-      this.logDebuggers.set(record.contextName, log);
+      if (this.logDebuggers.size >= MAX_LOGGERS)
+        this.logDebuggers.delete(this.logDebuggers.keys().next().value as string);
     }
+    // Most recently used last, so the oldest is dropped first.
+    this.logDebuggers.set(record.contextName, log);
     log('%s', record.text);
     this.emit('log', record);
   }

@@ -1,0 +1,70 @@
+import { BOOT } from '../handles.js';
+import { contextId, integer, MAX_NAME_LENGTH, record, string } from './check.js';
+import type { HandleSpec } from './spec.js';
+
+/** Configuration sent to a new child in its BOOT message. */
+export interface BootConfig {
+  /** The child's context ID. */
+  id: number;
+  /** The child's name. */
+  name: string;
+  /** Ancestors, nearest first. */
+  parentIds: number[];
+  /** Largest payload, in bytes. */
+  maxMessageSize: number;
+  /** IDs the child may hand to its own children, `[start, end)`, or null. */
+  idBlock: [number, number] | null;
+  /** `debug` namespaces to enable. */
+  debug: string;
+  /** The first stage's source, so the child can start children of its own. */
+  firstStage: string;
+  /** Directory (on the master) that shipped functions' `require()` resolves from by default. */
+  moduleBase: string;
+  /** Prefer packages installed on the target over shipping the master's copy. */
+  preferTargetModules: boolean;
+}
+
+/** The reply to BOOT and to CONNECT: the new context's identity. */
+export interface ReadyInfo {
+  /** The new context's ID. */
+  id: number;
+  /** Its name. */
+  name: string;
+  /** Its process ID on its host. */
+  pid: number;
+  /** `process.version` there. */
+  nodeVersion: string;
+  /** Host name of its machine. */
+  hostname: string;
+  /** `process.platform` there. */
+  platform: string;
+  /** `process.arch` there. */
+  arch: string;
+}
+
+/** A decoded ReadyInfo, checked field by field (it comes from the new context). */
+export function readyInfo(value: unknown): ReadyInfo {
+  const info = record(value, 'ready info');
+  return {
+    id: contextId(info.id, 'id'),
+    name: string(info.name, 'name', MAX_NAME_LENGTH),
+    pid: integer(info.pid, 'pid', 0, 0x7fffffff),
+    nodeVersion: string(info.nodeVersion, 'nodeVersion', 64),
+    hostname: string(info.hostname, 'hostname', MAX_NAME_LENGTH),
+    platform: string(info.platform, 'platform', 64),
+    arch: string(info.arch, 'arch', 64),
+  };
+}
+
+/**
+ * BOOT: the first message to a new child, its configuration; the reply
+ * says it is ready. Read by the child before it has a router, so its
+ * request is trusted as the parent's; the reply is checked.
+ */
+export const BOOT_SPEC: HandleSpec<BootConfig, ReadyInfo> = {
+  handle: BOOT,
+  name: 'BOOT',
+  policy: () => () => false,
+  request: (value) => record(value, 'config') as unknown as BootConfig,
+  reply: readyInfo,
+};

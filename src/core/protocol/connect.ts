@@ -1,0 +1,37 @@
+import { CONNECT } from '../handles.js';
+import { hasParentAuthority } from '../policy.js';
+import { type ReadyInfo, readyInfo } from './boot.js';
+import { record, string, strings } from './check.js';
+import type { HandleSpec } from './spec.js';
+
+/** A CONNECT request: start a child from the receiving context (the `via` option). */
+export interface ConnectRequest {
+  /** Connection method name, e.g. `'local'`. */
+  method: string;
+  /** Method options, without `via`. */
+  options: Record<string, unknown>;
+  /** Names of contexts elsewhere in the tree that the method's default name could clash with. */
+  taken?: string[];
+}
+
+/**
+ * CONNECT: start a child from the receiving context with one of tendril's
+ * connection methods; replies with its ready info. Parent authority only.
+ * The requester also checks the new context's ID lies in the via
+ * context's subtree.
+ */
+export const CONNECT_SPEC: HandleSpec<ConnectRequest, ReadyInfo> = {
+  handle: CONNECT,
+  name: 'CONNECT',
+  policy: hasParentAuthority,
+  request(value) {
+    const request = record(value, 'request');
+    const out: ConnectRequest = {
+      method: string(request.method, 'method'),
+      options: record(request.options, 'options'),
+    };
+    if (request.taken !== undefined) out.taken = strings(request.taken, 'taken', 100_000);
+    return out;
+  },
+  reply: readyInfo,
+};
