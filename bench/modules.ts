@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Context, Router } from 'tendril';
+import { ROUTER_SWITCH } from '#dist/core/router.js';
 import { row } from './report.js';
 
 async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
@@ -46,12 +47,12 @@ export async function benchModules(): Promise<void> {
     for (let i = 0; i < 2; i++) leaves.push(await router.local({ name: `bench-leaf${i}`, via: middle, cwd, env }));
     for (const [i, leaf] of leaves.entries()) {
       const master = router.moduleStats();
-      const onStream = router.routeOf(middle.id)?.stats.bytesOut ?? 0;
+      const onStream = router[ROUTER_SWITCH].routeOf(middle.id)?.stats.bytesOut ?? 0;
       const [, ms] = await timed(() => leaf.call(() => typeof (require('chalk') as { red: unknown }).red));
       row(
         `chalk@4 in grandchild ${i + 1} via one child`,
         `${ms.toFixed(1)} ms`,
-        `${router.moduleStats().bytesSent - master.bytesSent} module B from the master; ${(router.routeOf(middle.id)?.stats.bytesOut ?? 0) - onStream} B on its stream in all`,
+        `${router.moduleStats().bytesSent - master.bytesSent} module B from the master; ${(router[ROUTER_SWITCH].routeOf(middle.id)?.stats.bytesOut ?? 0) - onStream} B on its stream in all`,
       );
     }
     row('Mitogen: first call into a new local child', '~9 ms', 'quoted in issue 3, not measured here');

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { BootstrapError, ConnectTimeoutError, Router } from 'tendril';
+import { switchOf } from './support/internals.js';
 import { ROOT, waitGone } from './support/procs.js';
 import { NARROW, relay } from './support/relay.js';
 
@@ -122,7 +123,7 @@ describe('bootstrap', () => {
     const child = await router.local({ name: 'cutoff' });
     const pid = child.info.pid;
     // Close the parent's end, as a dying parent's kernel would: the child sees end of stream.
-    router.routeOf(child.id)?.close('closed by the test');
+    switchOf(router).routeOf(child.id)?.close('closed by the test');
     const took = await waitGone([pid], 1000);
     assert.ok(took <= 1000);
   });

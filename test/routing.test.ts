@@ -10,6 +10,7 @@ import {
 } from 'tendril';
 import { encode } from '#dist/core/codec.js';
 import { ADD_ROUTE, CALL_FUNCTION, GET_MODULE } from '#dist/core/handles.js';
+import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
 
 /**
@@ -101,7 +102,7 @@ describe('trust between contexts', () => {
 
   test('a child cannot run code in its parent', async () => {
     const grandchild = await router.local({ name: 'sneaky', via: a });
-    const attack = Buffer.from(encode(['() => { globalThis.__pwned = true; }', []]));
+    const attack = Buffer.from(encode({ f: '() => { globalThis.__pwned = true; }', a: [] }));
     await grandchild.call(writeFrame, { dst: a.id, src: grandchild.id, handle: CALL_FUNCTION }, attack);
     await waitFor(() =>
       logs.some((r) => r.contextName === 'a' && /refused a message from context \d+ .* CALL_FUNCTION/.test(r.text)),
@@ -119,12 +120,12 @@ describe('trust between contexts', () => {
 
   test('a message to a missing handle or refused by policy gets a dead reply, not silence', async () => {
     await assert.rejects(
-      router.request(a.id, 4242, encode(null)),
+      switchOf(router).request(a.id, 4242, encode(null)),
       (error: unknown) => error instanceof ChannelError && /no handle 4242 in context 'a'/.test(error.message),
     );
     // GET_MODULE only serves children, so a request from the parent is refused.
     await assert.rejects(
-      router.request(a.id, GET_MODULE, encode(['tendril:connection'])),
+      switchOf(router).request(a.id, GET_MODULE, encode(['tendril:connection'])),
       (error: unknown) => error instanceof ChannelError && /refused by policy of GET_MODULE/.test(error.message),
     );
   });

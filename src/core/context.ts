@@ -7,7 +7,7 @@ import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.j
 import { type ImporterStats, MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { ask, openReply } from './protocol/serve.js';
 import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
-import type { Router } from './router.js';
+import { type Router, type RouterLike, switchOf } from './router.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: parameter types are inferred from the caller's function.
 type AnyFunction = (...args: any[]) => unknown;
@@ -71,8 +71,8 @@ export interface ShutdownOptions {
  * connection methods.
  */
 export class Context {
-  /** The router this handle sends through (the master's, for contexts the program holds). */
-  readonly router: Router;
+  /** The message switch this handle sends through (the master's, for contexts the program holds). */
+  private readonly router: Router;
   /** The context's ID; unique in the tree. */
   readonly id: number;
   /** The context's name, used in logs and errors. */
@@ -84,14 +84,14 @@ export class Context {
 
   /**
    * Made by the connection methods; a program does not normally construct one.
-   * @param router the router calls are sent through.
+   * @param router the router calls are sent through (the master's `Router`, or a context's own).
    * @param id the context's ID.
    * @param name its name.
    * @param parentId the ID of the context that started it.
    * @param info what it reported when it became ready.
    */
-  constructor(router: Router, id: number, name: string, parentId: number, info: ContextInfo) {
-    this.router = router;
+  constructor(router: RouterLike, id: number, name: string, parentId: number, info: ContextInfo) {
+    this.router = switchOf(router);
     this.id = id;
     this.name = name;
     this.parentId = parentId;

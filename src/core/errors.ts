@@ -360,7 +360,9 @@ export class ProtocolError extends TendrilError {
    * @param what what was wrong with it.
    */
   constructor(handleName: string, contextName: string, what: string) {
-    super(`malformed ${handleName} message from context '${contextName}': ${what}`, 'ERR_TENDRIL_PROTOCOL');
+    // A context a router knows nothing of is named by its ID alone ('context 7').
+    const from = /^context \d+$/.test(contextName) ? contextName : `context '${contextName}'`;
+    super(`malformed ${handleName} message from ${from}: ${what}`, 'ERR_TENDRIL_PROTOCOL');
     this.handleName = handleName;
     this.contextName = contextName;
   }

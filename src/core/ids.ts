@@ -2,6 +2,7 @@ import { ALLOCATE_ID_SPEC, type IdBlock } from './protocol/allocate-id.js';
 import { ask } from './protocol/serve.js';
 import type { Router } from './router.js';
 
+/** A half-open range of context IDs (defined with ALLOCATE_ID). */
 export type { IdBlock } from './protocol/allocate-id.js';
 
 /** IDs for a new child: its own ID and a block it numbers its own children from. */

@@ -1,15 +1,22 @@
 import { ChannelError, type TendrilError, TimeoutError } from './errors.js';
 import type { Message } from './message.js';
-import { deadReason, type Policy, type Router } from './router.js';
+import { deadReason, type Policy, type Router, type RouterLike, switchOf } from './router.js';
 import { SENDER_CLOSED, Sender } from './sender.js';
 
 /** Options of a receiver. */
 export interface ReceiverOptions {
   /** Listen on this handle instead of allocating one. */
   handle?: number;
-  /** Admission check for incoming messages. Default: admit all. */
+  /**
+   * Admission check for incoming messages, on top of `contextId`'s.
+   * Default: admit all (or, with `contextId`, all from that context).
+   */
   policy?: Policy;
-  /** Close the receiver when this context disconnects. */
+  /**
+   * The context values are expected from: only messages from it are
+   * admitted (and a dead message only from the way to it), and the receiver
+   * closes when it disconnects.
+   */
   contextId?: number;
 }
 
@@ -38,14 +45,28 @@ export class Receiver<T = unknown> implements AsyncIterable<T> {
 
   /**
    * Registers a handle on `router` (allocated unless `options.handle` names one).
+   * @param router the router of this context, or the master's `Router`.
    * @throws Error when `options.handle` is already registered.
    */
-  constructor(router: Router, options: ReceiverOptions = {}) {
-    this.router = router;
-    this.handle = router.addHandler((message) => this.onMessage(message), {
+  constructor(router: RouterLike, options: ReceiverOptions = {}) {
+    const core = switchOf(router);
+    this.router = core;
+    const { contextId, policy } = options;
+    const fromPeer: Policy | undefined =
+      contextId === undefined
+        ? undefined
+        : (message, stream) =>
+            message.isDead
+              ? stream === undefined || stream === core.expectedStream(contextId)
+              : message.src === contextId;
+    const admit: Policy | undefined =
+      fromPeer && policy
+        ? (message, stream) => fromPeer(message, stream) && policy(message, stream)
+        : (fromPeer ?? policy);
+    this.handle = core.addHandler((message) => this.onMessage(message), {
       ...(options.handle !== undefined && { handle: options.handle }),
-      ...(options.policy && { policy: options.policy }),
-      ...(options.contextId !== undefined && { contextId: options.contextId }),
+      ...(admit && { policy: admit }),
+      ...(contextId !== undefined && { contextId }),
       onClose: (error) => this.finish(error),
     });
   }

@@ -132,6 +132,20 @@ export interface RouterIdentity {
 }
 
 /**
+ * Where an object standing for a router (the public `Router` facade) keeps
+ * the message switch it drives; `Receiver` and `Sender` accept either.
+ */
+export const ROUTER_SWITCH: unique symbol = Symbol.for('tendril.routerSwitch') as never;
+
+/** A router, or a facade that holds one under `ROUTER_SWITCH`. */
+export type RouterLike = Router | { readonly [ROUTER_SWITCH]: Router };
+
+/** The message switch behind `router`. */
+export function switchOf(router: RouterLike): Router {
+  return router instanceof Router ? router : router[ROUTER_SWITCH];
+}
+
+/**
  * A context's message switch. Messages addressed to this context go to the
  * handler registered on their handle; others are forwarded toward their
  * destination: down the stream a descendant was announced on, otherwise up

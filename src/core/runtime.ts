@@ -34,7 +34,9 @@ export interface Runtime {
   readonly onChildLog: (record: LogRecord) => void;
 }
 
+/** BOOT's request and the ready info of BOOT and CONNECT (defined with BOOT). */
 export type { BootConfig, ReadyInfo } from './protocol/boot.js';
+/** CONNECT's request (defined with CONNECT). */
 export type { ConnectRequest } from './protocol/connect.js';
 
 /** What the connection module exports to children. */

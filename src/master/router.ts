@@ -1,6 +1,5 @@
-import { createRequire } from 'node:module';
-import { bootstrap, type CommonOptions } from '../connection/bootstrap.js';
-import { methods } from '../connection/connect.js';
+import { EventEmitter } from 'eventemitter3';
+import type { CommonOptions } from '../connection/bootstrap.js';
 import { type DoasOptions, doas } from '../connection/doas.js';
 import { type LocalOptions, local } from '../connection/local.js';
 import type { ConnectionMethod } from '../connection/method.js';
@@ -8,75 +7,20 @@ import { type OpensshOptions, openssh } from '../connection/openssh.js';
 import { type SshOptions, ssh } from '../connection/ssh.js';
 import { type SuOptions, su } from '../connection/su.js';
 import { type SudoOptions, sudo } from '../connection/sudo.js';
-import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
-import { createCodeCache } from '../core/code-cache.js';
-import { Context } from '../core/context.js';
-import { ChannelError, ProtocolError } from '../core/errors.js';
-import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
-import { functionSource } from '../core/function-source.js';
-import { type Logger, type LogRecord, logger } from '../core/log.js';
-import { CONNECT_SPEC } from '../core/protocol/connect.js';
-import { FORWARD_LOG_SPEC } from '../core/protocol/forward-log.js';
-import { ask, serve } from '../core/protocol/serve.js';
-import { Router as CoreRouter, type PreparedCall } from '../core/router.js';
-import type { ConnectRequest, Runtime } from '../core/runtime.js';
-import type { Stream } from '../core/stream.js';
-import { bootstrapAssets } from './assets.js';
-import { baseDirectory, baseFile, callerModule, mainModule } from './caller.js';
-import { analyzeFunction, warmFunctionAnalysis } from './function-analysis.js';
-import { definingModule } from './function-location.js';
-import { IdAllocator } from './id-allocator.js';
-import { ModuleResponder, type ResponderStats } from './module-responder.js';
+import type { Context } from '../core/context.js';
+import { Receiver, type ReceiverOptions } from '../core/receiver.js';
+import { ROUTER_SWITCH, type RouterEvents } from '../core/router.js';
+import { MasterRouter, type RouterOptions, type ViaOption } from './master-router.js';
+import type { ResponderStats } from './module-responder.js';
 
-/** Loggers kept for context names (`tendril:<name>` debug namespaces), least recently used dropped first. */
-const MAX_LOGGERS = 256;
+/** Options of the `Router` and of its connection methods. */
+export type { RouterOptions, ViaOption } from './master-router.js';
 
-/** Options of the master's `Router`. */
-export interface RouterOptions {
-  /**
-   * Largest message payload, in bytes, accepted or sent anywhere in the
-   * tree; every descendant inherits it. Default 128 MiB.
-   */
-  maxMessageSize?: number;
-  /** Name of the master context in logs and errors. Default `'master'`. */
-  name?: string;
-  /**
-   * Milliseconds a stopping child gets to exit after being asked, and again
-   * after SIGTERM, before SIGKILL. Default 2000.
-   */
-  shutdownGrace?: number;
-  /**
-   * Directories whose files children may be sent besides those served by
-   * default: the package of every module that calls `context.call()` or
-   * `context.import()`, of every call `base` and module passed to
-   * `context.import()`, packages those require by name, and tendril itself.
-   */
-  moduleRoots?: string[];
-  /**
-   * Where shipped functions' `require()` and `import()` resolve from when
-   * a call does not pass its own `base`: a module's path or file URL (such
-   * as `import.meta.url`), or a directory. Default: the module that defines
-   * the function (for `context.import()`, the module that calls it), else
-   * the main module. Never the working directory, so a script behaves the
-   * same wherever it is started.
-   */
-  base?: string | URL;
-}
-
-/** Where a new context is started from. */
-export interface ViaOption {
-  /**
-   * Start the new context from this one instead of from the master (it
-   * becomes the new context's parent). The master still calls the new
-   * context directly; messages are routed through `via`.
-   */
-  via?: Context;
-}
+const EVENTS = ['route', 'disconnect', 'parentClosed', 'log', 'warning'] as const;
 
 /**
- * The master's router: the root of a tree of contexts, and the object a
- * program uses to start them. Owns a `Broker` that stops and reaps every
- * child at `shutdown()`.
+ * The root of a tree of contexts, and the object a program uses to start
+ * them. It stops and reaps every child at `shutdown()`.
  *
  * ```ts
  * await using router = new Router();
@@ -91,52 +35,43 @@ export interface ViaOption {
  * Events: `log` (a `LogRecord` for each line a context writes to stdout or
  * stderr; also shown under the `debug` namespace `tendril:<context name>`),
  * `disconnect` (a context became unreachable), `route` (one became
- * reachable), `warning` (a message was refused or dropped).
+ * reachable), `warning` (a message was refused or dropped; a
+ * `RouterWarning`).
+ *
+ * This is a facade: the message switch it drives (routing, handlers,
+ * requests) is internal and not part of the API.
  */
-export class Router extends CoreRouter {
-  /** Owner of the child processes this router started directly. */
-  readonly broker: Broker;
-  private readonly ids: IdAllocator;
-  private readonly runtime: Runtime;
-  private readonly logDebuggers = new Map<string, Logger>();
-  private closing: Promise<void> | undefined;
-  private codeCache: { data: Uint8Array | undefined } | undefined;
-  private readonly responder: ModuleResponder;
-  private readonly prepared = new Map<string, PreparedCall>();
-  private readonly base: string | undefined;
+export class Router extends EventEmitter<RouterEvents> {
+  readonly #core: MasterRouter;
 
   /**
+   * @param options see `RouterOptions`.
+   * @throws RangeError or TypeError when an option is invalid, naming it.
    * @throws Error when tendril's bootstrap files are missing (the package was not built).
    */
   constructor(options: RouterOptions = {}) {
-    const maxMessageSize = options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
-    if (!Number.isInteger(maxMessageSize) || maxMessageSize < 1024 || maxMessageSize > 0xffffffff) {
-      throw new RangeError(`maxMessageSize must be an integer from 1024 to ${0xffffffff} bytes, got ${maxMessageSize}`);
+    super();
+    this.#core = new MasterRouter(options);
+    for (const event of EVENTS) {
+      this.#core.on(event, (...args: unknown[]) =>
+        (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args),
+      );
     }
-    super({ id: 0, name: options.name ?? 'master', parentIds: [], maxMessageSize });
-    const assets = bootstrapAssets();
-    this.broker = new Broker(this, options.shutdownGrace ?? DEFAULT_SHUTDOWN_GRACE);
-    this.ids = new IdAllocator(this);
-    this.responder = new ModuleResponder(this, (message) => this.warn('module-refused', message));
-    for (const root of options.moduleRoots ?? []) this.responder.addRoot(root);
-    this.base = options.base === undefined ? undefined : baseFile(options.base);
-    this.runtime = {
-      router: this,
-      broker: this.broker,
-      ids: this.ids,
-      coreBundle: assets.coreBundle,
-      codeCache: () => {
-        this.codeCache ??= { data: createCodeCache(assets.coreBundle, createRequire(import.meta.url)) };
-        return this.codeCache.data;
-      },
-      firstStage: assets.firstStage,
-      debugNamespaces: process.env.DEBUG ?? '',
-      moduleBase: baseDirectory(this.base),
-      onChildLog: (record) => this.emitLog(record),
-    };
-    serve(this, FORWARD_LOG_SPEC, ([contextId, , text], _message, stream) =>
-      this.onForwardLog(contextId, text, stream),
-    );
+  }
+
+  /** The master's context ID: 0. */
+  get id(): number {
+    return this.#core.id;
+  }
+
+  /** The master's name in logs and errors (option `name`, default `'master'`). */
+  get name(): string {
+    return this.#core.name;
+  }
+
+  /** Largest message payload accepted or sent anywhere in the tree, in bytes. */
+  get maxMessageSize(): number {
+    return this.#core.maxMessageSize;
   }
 
   /**
@@ -149,9 +84,10 @@ export class Router extends CoreRouter {
    * @throws ConnectTimeoutError when it is not ready within `connectTimeout`; it is killed and reaped.
    * @throws the same errors when `via` is given: a `BootstrapError` (or subclass)
    *   raised in the via context arrives as that class.
+   * @throws ChannelError when the router is shut down while the context starts.
    */
   local(options: LocalOptions & ViaOption = {}): Promise<Context> {
-    return this.connect(local, options);
+    return this.#core.connect(local, options);
   }
 
   /**
@@ -165,7 +101,7 @@ export class Router extends CoreRouter {
    *   Node there, naming the host and every path tried), BootstrapError.
    */
   ssh(options: SshOptions & ViaOption): Promise<Context> {
-    return this.connect(ssh, options);
+    return this.#core.connect(ssh, options);
   }
 
   /**
@@ -177,7 +113,7 @@ export class Router extends CoreRouter {
    * @throws as `ssh`.
    */
   openssh(options: OpensshOptions & ViaOption): Promise<Context> {
-    return this.connect(openssh, options);
+    return this.#core.connect(openssh, options);
   }
 
   /**
@@ -190,7 +126,7 @@ export class Router extends CoreRouter {
    *   the other errors of `local`.
    */
   sudo(options: SudoOptions & ViaOption = {}): Promise<Context> {
-    return this.connect(sudo, options);
+    return this.#core.connect(sudo, options);
   }
 
   /**
@@ -200,7 +136,7 @@ export class Router extends CoreRouter {
    * @throws PasswordError, NotAllowedError, and the errors of `local`.
    */
   su(options: SuOptions & ViaOption = {}): Promise<Context> {
-    return this.connect(su, options);
+    return this.#core.connect(su, options);
   }
 
   /**
@@ -210,62 +146,37 @@ export class Router extends CoreRouter {
    * @throws PasswordError, NotAllowedError, and the errors of `local`.
    */
   doas(options: DoasOptions & ViaOption = {}): Promise<Context> {
-    return this.connect(doas, options);
+    return this.#core.connect(doas, options);
   }
 
   /**
    * Starts a context with any connection method. With `via`, the method
    * runs in that context and must be one of tendril's own (by name).
-   * @throws as `local`; Error when the router has been shut down.
+   * @throws as `local`; Error when the router has been shut down;
+   *   ProtocolError when the via context replies with a context that is not under it.
    */
-  async connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): Promise<Context> {
-    if (this.closing) throw new Error(`router '${this.name}' has been shut down; create a new Router`);
-    const { via, ...rest } = options;
-    // The first call will need the function parser: load it while the child starts.
-    setImmediate(warmFunctionAnalysis);
-    if (via === undefined) {
-      const info = await bootstrap(this.runtime, method, rest as unknown as O);
-      // Module analysis starts its helper now, after the child is up, not competing with its start.
-      setImmediate(() => this.responder.warm());
-      return new Context(this, info.id, info.name, this.id, info);
-    }
-    if (methods[method.name] !== method) {
-      throw new TypeError(
-        `connection method '${method.name}' is not one of tendril's own, so it cannot be used with via`,
-      );
-    }
-    const request: ConnectRequest = {
-      method: method.name,
-      options: rest as Record<string, unknown>,
-      taken: this.contextNamesStartingWith(`${method.name}${method.name === 'local' ? '.' : ':'}`),
-    };
-    const info = await ask(this, via.id, CONNECT_SPEC, request, { what: `starting a ${method.name} context` });
-    // The intermediate names the new context; it may only name one in its own subtree.
-    if (info.id === via.id || this.routeOf(info.id) === undefined || this.routeOf(info.id) !== this.routeOf(via.id)) {
-      throw new ProtocolError(
-        'CONNECT',
-        via.name,
-        `it replied that the new context has ID ${info.id}, which is not a context started under it`,
-      );
-    }
-    return new Context(this, info.id, info.name, via.id, info);
+  connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): Promise<Context> {
+    return this.#core.connect(method, options);
+  }
+
+  /**
+   * A receiver in the master: values sent to it by contexts (through its
+   * `toSender()`, passed to a call) queue until read.
+   * @param options `contextId`: admit values only from that context and
+   *   close when it disconnects; `policy`: a further admission check.
+   */
+  receiver<T = unknown>(options: ReceiverOptions = {}): Receiver<T> {
+    return new Receiver<T>(this.#core, options);
   }
 
   /**
    * Shuts down every context: each is asked to exit (stopping its own
    * children first), then after `shutdownGrace` ms sent SIGTERM, then
-   * SIGKILL, and reaped. Pending calls reject with `ContextDisconnectedError`.
-   * Idempotent.
+   * SIGKILL, and reaped. Contexts still starting are stopped too. Pending
+   * calls reject with `ContextDisconnectedError`. Idempotent.
    */
   shutdown(): Promise<void> {
-    if (!this.closing) {
-      this.expectAllDepartures(`it was shut down with router '${this.name}' (router.shutdown())`);
-      this.closing = this.broker.shutdown().then(async () => {
-        this.closeHandlers(new ChannelError(this.name, this.id, 'the router was shut down'));
-        await this.responder.close();
-      });
-    }
-    return this.closing;
+    return this.#core.shutdown();
   }
 
   /** `await using router = new Router()` shuts it down at the end of the scope. */
@@ -279,96 +190,11 @@ export class Router extends CoreRouter {
    * that asked. (Each context's own counters: `context.moduleStats()`.)
    */
   moduleStats(): ResponderStats {
-    return this.responder.stats();
+    return this.#core.moduleStats();
   }
 
-  /**
-   * Analyses `fn` once per distinct source (see `analyzeFunction`): ships
-   * it with every `import(...)` renamed `__tendril_import(...)` (served by
-   * module forwarding) and its literal `require('x')` specifiers listed, so
-   * the context fetches them in one round trip before it runs, and names
-   * the variables it captures so the call can be refused before sending.
-   */
-  override prepareCall(fn: Parameters<CoreRouter['prepareCall']>[0]): PreparedCall {
-    const source = functionSource(fn);
-    let prepared = this.prepared.get(source);
-    if (!prepared) {
-      const analysis = analyzeFunction(source);
-      let rewritten = source;
-      for (const at of [...analysis.dynamicImports].reverse()) {
-        rewritten = `${rewritten.slice(0, at)}__tendril_import${rewritten.slice(at + 'import'.length)}`;
-      }
-      prepared = {
-        source: rewritten,
-        preload: analysis.requires,
-        captured: analysis.captured,
-        usesModules: analysis.usesModules,
-      };
-      if (this.prepared.size >= 1000) this.prepared.delete(this.prepared.keys().next().value as string);
-      this.prepared.set(source, prepared);
-    }
-    return prepared;
-  }
-
-  /**
-   * The file a call resolves from: its `base`, else the Router's `base`,
-   * else the module that defines the function, else the one that called
-   * tendril, else the main module; its package becomes one the responder
-   * serves.
-   */
-  override resolveBase(location: string | URL | undefined, fn?: object): string {
-    let file: string;
-    if (location !== undefined) file = baseFile(location);
-    else if (this.base !== undefined) file = this.base;
-    else {
-      const caller = callerModule();
-      file = (fn && definingModule(fn, caller)) ?? caller ?? mainModule() ?? baseFile(process.cwd());
-    }
-    this.responder.trust(file);
-    this.responder.noteCallBase(file);
-    return file;
-  }
-
-  /** Lets children be sent modules from the package `location` is in. */
-  override trustModuleOrigin(location: string): string {
-    return this.responder.trust(location);
-  }
-
-  /** Only IDs the master handed to a stream's subtree may be announced through it. */
-  protected override mayRoute(target: number, stream: Stream): boolean {
-    if (!super.mayRoute(target, stream)) return false;
-    return this.inSubtreeOf(target, stream);
-  }
-
-  /**
-   * True when `id` lies in a block the master gave to a context reached
-   * through `stream`. (A direct child's own ID is in no block; its route is
-   * added by the master itself, never announced.)
-   */
-  private inSubtreeOf(id: number, stream: Stream | undefined): boolean {
-    const owner = this.ids.ownerOf(id);
-    return owner !== undefined && owner !== id && this.routeOf(owner) === stream;
-  }
-
-  private onForwardLog(contextId: number, text: string, stream: Stream | undefined): void {
-    // A context may only report lines of contexts in its own subtree, which
-    // may have exited (and lost their route) by the time their last lines arrive.
-    if (this.routeOf(contextId) !== stream && !this.inSubtreeOf(contextId, stream)) return;
-    // Named as the master knows the context, never as the sender says.
-    this.emitLog({ contextId, contextName: this.nameOf(contextId), text });
-  }
-
-  private emitLog(record: LogRecord): void {
-    let log = this.logDebuggers.get(record.contextName);
-    if (log) this.logDebuggers.delete(record.contextName);
-    else {
-      log = logger(record.contextName);
-      if (this.logDebuggers.size >= MAX_LOGGERS)
-        this.logDebuggers.delete(this.logDebuggers.keys().next().value as string);
-    }
-    // Most recently used last, so the oldest is dropped first.
-    this.logDebuggers.set(record.contextName, log);
-    log('%s', record.text);
-    this.emit('log', record);
+  /** The message switch behind this facade; internal (receivers and tests reach it this way). */
+  get [ROUTER_SWITCH](): MasterRouter {
+    return this.#core;
   }
 }
