@@ -4,12 +4,47 @@
  *
  * Messages name the context (and host where one is known), say what happened
  * and, where there is one, what to do about it.
+ *
+ * `instanceof` works across copies of the package (two versions in one
+ * program, or an error revived from another context): each error carries
+ * the names of its classes under a registered symbol, and the classes
+ * check that brand, as undici does.
  */
+
+/** Where an error keeps the names of the tendril classes it is an instance of. */
+const BRANDS: unique symbol = Symbol.for('tendril.errorBrands') as never;
+
+/** Any class. */
+type Class = abstract new (...args: never[]) => object;
+
+/** Marks `error` as an instance of `Class` and of every class it extends up to `Error`. */
+function brand(error: object, Class: Class, extra: string[] = []): void {
+  const names: string[] = [];
+  for (let c: Class | null = Class; c && c !== Error && c !== TypeError && c !== Function.prototype; ) {
+    names.push(c.name);
+    c = Object.getPrototypeOf(c) as Class | null;
+  }
+  Object.defineProperty(error, BRANDS, { value: names.concat(extra), enumerable: false, configurable: true });
+}
+
+/** Whether `value` carries the brand of class `Class` (see `brand`), else the ordinary prototype check. */
+function isBranded(Class: Class, value: unknown): boolean {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false;
+  const names = (value as { [BRANDS]?: unknown })[BRANDS];
+  if (Array.isArray(names)) return names.indexOf(Class.name) !== -1;
+  return Function.prototype[Symbol.hasInstance].call(Class, value);
+}
 
 /** Base class of every error tendril throws on purpose. */
 export class TendrilError extends Error {
   /** Stable machine-readable code, e.g. `'ERR_TENDRIL_CALL'`. */
   readonly code: string;
+
+  /** True for tendril errors of this class or a subclass, from any copy of the package. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the class instanceof asked about, a subclass included.
+    return isBranded(this, value);
+  }
 
   /**
    * @param message what happened, where, and what to do.
@@ -23,6 +58,7 @@ export class TendrilError extends Error {
     if (options && 'cause' in options) this.cause = options.cause;
     this.name = new.target.name;
     this.code = code;
+    brand(this, new.target);
   }
 }
 
@@ -390,6 +426,13 @@ export class UnsupportedValueError extends TypeError {
     );
     this.name = 'UnsupportedValueError';
     this.path = path;
+    brand(this, new.target, ['TendrilError']);
+  }
+
+  /** True for this error from any copy of the package (it is also a `TendrilError`). */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the class instanceof asked about, a subclass included.
+    return isBranded(this, value);
   }
 }
 
@@ -416,6 +459,13 @@ export class CapturedVariableError extends TypeError {
     );
     this.name = 'CapturedVariableError';
     this.names = names;
+    brand(this, new.target, ['TendrilError']);
+  }
+
+  /** True for this error from any copy of the package (it is also a `TendrilError`). */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the class instanceof asked about, a subclass included.
+    return isBranded(this, value);
   }
 }
 
@@ -446,6 +496,7 @@ export function remoteError(info: RemoteErrorInfo, contextName: string, contextI
   }
   const local = new Error(safe.message);
   const error = Object.create(Class.prototype) as Error & Record<string, unknown>;
+  brand(error, Class, Class.prototype instanceof TypeError ? ['TendrilError'] : []);
   const define = (key: string, value: unknown, enumerable = true) =>
     Object.defineProperty(error, key, { value, enumerable, writable: true, configurable: true });
   define('message', safe.message, false);
