@@ -35,6 +35,7 @@ export {
   DecodeError,
   HostKeyError,
   InterpreterError,
+  InvalidOptionError,
   MessageTooLargeError,
   NotAllowedError,
   PasswordError,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { BootstrapError, ConnectTimeoutError, Router } from 'tendril';
+import { BootstrapError, ConnectTimeoutError, InvalidOptionError, Router } from 'tendril';
 import { switchOf } from './support/internals.js';
 import { ROOT, waitGone } from './support/procs.js';
 import { NARROW, relay } from './support/relay.js';
@@ -85,8 +85,15 @@ describe('bootstrap', () => {
   });
 
   test('a connectTimeout that is not a positive number is refused before anything starts', async () => {
-    for (const connectTimeout of [0, -5, Number.NaN]) {
-      await assert.rejects(router.local({ connectTimeout }), RangeError);
+    for (const connectTimeout of [0, -5, Number.NaN, '10' as unknown as number]) {
+      await assert.rejects(
+        router.local({ connectTimeout }),
+        (error: unknown) =>
+          error instanceof InvalidOptionError &&
+          /option connectTimeout of router.local\(\) must be a number of milliseconds from 1 to 2147483647/.test(
+            error.message,
+          ),
+      );
     }
   });
 

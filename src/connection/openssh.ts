@@ -13,6 +13,7 @@ import {
   PasswordError,
   UnknownHostError,
 } from '../core/errors.js';
+import { milliseconds } from '../core/options.js';
 import type { CommonOptions } from './bootstrap.js';
 import type { ConnectionMethod, Transport } from './method.js';
 import { processHandle } from './process.js';
@@ -74,7 +75,9 @@ export const openssh: ConnectionMethod<OpensshOptions> = {
     session.step = `connecting with ssh to ${options.hostname}`;
     const secrets = options.password !== undefined || options.passphrase !== undefined;
     const remaining = Math.max(1, Math.ceil((session.deadline - Date.now()) / 1000));
-    const keepalive = Math.ceil((options.keepaliveInterval ?? 15_000) / 1000);
+    const keepalive = Math.ceil(
+      milliseconds(options.keepaliveInterval, 'keepaliveInterval', 'router.openssh()', 15_000) / 1000,
+    );
     const args = [
       '-T',
       '-o',

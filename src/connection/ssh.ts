@@ -13,6 +13,7 @@ import {
   UnknownHostError,
 } from '../core/errors.js';
 import { logger } from '../core/log.js';
+import { milliseconds } from '../core/options.js';
 import { type CommonOptions, DEFAULT_CONNECT_TIMEOUT } from './bootstrap.js';
 import { fingerprint, hostKeyName, readKnownHosts, recordHostKey, verifyHostKeyAs } from './known-hosts.js';
 import type { ConnectionMethod, Session, Transport } from './method.js';
@@ -238,7 +239,9 @@ function planHops(options: SshOptions, session: Session): Hop[] {
       userKnownHosts:
         credentials.knownHostsFile !== undefined ? [credentials.knownHostsFile] : settings.userKnownHostsFiles,
       connectTimeout: settings.connectTimeout ? settings.connectTimeout * 1000 : undefined,
-      keepalive: destination ? (options.keepaliveInterval ?? keepaliveSetting) : keepaliveSetting,
+      keepalive: destination
+        ? milliseconds(options.keepaliveInterval, 'keepaliveInterval', 'router.ssh()', keepaliveSetting)
+        : keepaliveSetting,
       keepaliveCount: Math.max(1, settings.serverAliveCountMax),
     };
     debug(

@@ -3,6 +3,7 @@ import { encodePrepared, prepareValue } from './codec.js';
 import { toPathOrSpecifier } from './dispatcher.js';
 import { CapturedVariableError, ContextDisconnectedError } from './errors.js';
 import { Message } from './message.js';
+import { abortSignal, location, milliseconds, optionsObject } from './options.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
 import { type ImporterStats, MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { ask, openReply } from './protocol/serve.js';
@@ -132,6 +133,7 @@ export class Context {
   ): Promise<Awaited<ReturnType<F>>> {
     let payload: Uint8Array;
     try {
+      checkCallOptions(options, 'context.callWith()');
       // Synchronously, while the caller's frame is on the stack (it is the default base).
       payload = this.encodeCall(fn, args, options.base);
     } catch (error) {
@@ -162,6 +164,7 @@ export class Context {
    *   (a syntax error names the file and line) or the function throws.
    */
   import<M>(module: string | URL, options: CallOptions = {}): RemoteModule<M> {
+    checkCallOptions(options, 'context.import()');
     const base = this.router.resolveBase(options.base);
     let specifier = toPathOrSpecifier(module);
     if ((specifier.startsWith('./') || specifier.startsWith('../')) && base !== undefined) {
@@ -247,9 +250,21 @@ export class Context {
    * gone resolves at once.
    */
   async shutdown(options: ShutdownOptions = {}): Promise<void> {
+    const grace = milliseconds(
+      optionsObject(options, 'context.shutdown()').grace,
+      'grace',
+      'context.shutdown()',
+      undefined,
+    );
     this.router.expectDeparture(this.id, 'it was shut down (context.shutdown())');
     try {
-      await ask(this.router, this.parentId, STOP_CHILD_SPEC, [this.id, options.grace ?? null], { what: 'shutdown' });
+      await ask(
+        this.router,
+        this.parentId,
+        STOP_CHILD_SPEC,
+        [this.id, grace === undefined ? null : Math.round(grace)],
+        { what: 'shutdown' },
+      );
     } catch (error) {
       // The parent itself went away: then so did this context.
       if (!(error instanceof ContextDisconnectedError)) throw error;
@@ -260,4 +275,15 @@ export class Context {
   toString(): string {
     return `Context(${this.id}, ${this.name})`;
   }
+}
+
+/**
+ * Checks the options of a call.
+ * @throws InvalidOptionError naming the bad option.
+ */
+function checkCallOptions(options: CallOptions, where: string): void {
+  optionsObject(options, where);
+  milliseconds(options.timeout, 'timeout', where, undefined);
+  abortSignal(options.signal, 'signal', where);
+  location(options.base, 'base', where);
 }

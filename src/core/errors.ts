@@ -405,6 +405,38 @@ export class ProtocolError extends TendrilError {
 }
 
 /**
+ * An option has the wrong type or is out of range. Thrown synchronously
+ * (or as the rejection of the call it was passed to) before anything is
+ * started or sent.
+ */
+export class InvalidOptionError extends TendrilError {
+  /** The option, e.g. `'timeout'` or `'shutdownGrace'`. */
+  readonly option: string;
+
+  /**
+   * @param option the option's name.
+   * @param where what it was passed to, e.g. `'context.callWith()'`.
+   * @param expected what it must be, e.g. `'a number of milliseconds from 0 to 2147483647'`.
+   * @param value the value given.
+   */
+  constructor(option: string, where: string, expected: string, value: unknown) {
+    super(
+      `option ${option} of ${where} must be ${expected}, got ${describeValue(value)}`,
+      'ERR_TENDRIL_INVALID_OPTION',
+    );
+    this.option = option;
+  }
+}
+
+function describeValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}...` : value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined)
+    return String(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  return Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+}
+
+/**
  * A value cannot be sent: it is of a type the codec does not carry (a
  * function, a symbol, a class instance, a cyclic structure). Raised at the
  * sender, before anything is sent. See `docs/protocol.md` for the types that
@@ -545,6 +577,7 @@ const REVIVABLE: Record<string, new (...args: never[]) => Error> = {
   StreamError,
   DecodeError,
   ProtocolError,
+  InvalidOptionError,
   UnsupportedValueError,
   CapturedVariableError,
 };
@@ -576,6 +609,7 @@ const FIELDS = new Set([
   'path',
   'names',
   'handleName',
+  'option',
 ]);
 
 /** The data fields of a tendril error worth sending: strings, numbers, booleans and lists of strings. */

@@ -5,10 +5,11 @@ import type { ConnectionMethod } from '../connection/method.js';
 import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
 import { createCodeCache } from '../core/code-cache.js';
 import { Context } from '../core/context.js';
-import { ChannelError, ProtocolError } from '../core/errors.js';
+import { ChannelError, InvalidOptionError, ProtocolError } from '../core/errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
 import { functionSource } from '../core/function-source.js';
 import { type Logger, type LogRecord, logger } from '../core/log.js';
+import { integer, location, milliseconds, optionsObject, text } from '../core/options.js';
 import { CONNECT_SPEC } from '../core/protocol/connect.js';
 import { FORWARD_LOG_SPEC } from '../core/protocol/forward-log.js';
 import { ask, serve } from '../core/protocol/serve.js';
@@ -86,19 +87,33 @@ export class MasterRouter extends CoreRouter {
   private readonly base: string | undefined;
 
   /**
+   * @throws InvalidOptionError when an option has the wrong type or is out of range.
    * @throws Error when tendril's bootstrap files are missing (the package was not built).
    */
   constructor(options: RouterOptions = {}) {
-    const maxMessageSize = options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
-    if (!Number.isInteger(maxMessageSize) || maxMessageSize < 1024 || maxMessageSize > 0xffffffff) {
-      throw new RangeError(`maxMessageSize must be an integer from 1024 to ${0xffffffff} bytes, got ${maxMessageSize}`);
+    const where = 'new Router()';
+    options = optionsObject(options, where);
+    const maxMessageSize = integer(
+      options.maxMessageSize,
+      'maxMessageSize',
+      where,
+      DEFAULT_MAX_MESSAGE_SIZE,
+      1024,
+      0xffffffff,
+    );
+    const name = text(options.name, 'name', where, 'master');
+    const grace = milliseconds(options.shutdownGrace, 'shutdownGrace', where, DEFAULT_SHUTDOWN_GRACE);
+    const roots = options.moduleRoots ?? [];
+    if (!Array.isArray(roots) || !roots.every((root) => typeof root === 'string')) {
+      throw new InvalidOptionError('moduleRoots', where, 'an array of directory paths', roots);
     }
-    super({ id: 0, name: options.name ?? 'master', parentIds: [], maxMessageSize });
+    location(options.base, 'base', where);
+    super({ id: 0, name, parentIds: [], maxMessageSize });
     const assets = bootstrapAssets();
-    this.broker = new Broker(this, options.shutdownGrace ?? DEFAULT_SHUTDOWN_GRACE);
+    this.broker = new Broker(this, grace);
     this.ids = new IdAllocator(this);
     this.responder = new ModuleResponder(this, (message) => this.warn('module-refused', message));
-    for (const root of options.moduleRoots ?? []) this.responder.addRoot(root);
+    for (const root of roots) this.responder.addRoot(root);
     this.base = options.base === undefined ? undefined : baseFile(options.base);
     this.runtime = {
       router: this,
@@ -126,6 +141,7 @@ export class MasterRouter extends CoreRouter {
    */
   async connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): Promise<Context> {
     if (this.closing) throw new Error(`router '${this.name}' has been shut down; create a new Router`);
+    checkConnectOptions(method.name, options);
     const { via, ...rest } = options;
     // The first call will need the function parser: load it while the child starts.
     setImmediate(warmFunctionAnalysis);
@@ -284,5 +300,23 @@ export class MasterRouter extends CoreRouter {
     this.logDebuggers.set(record.contextName, log);
     log('%s', record.text);
     this.emit('log', record);
+  }
+}
+
+/**
+ * Checks the options every connection method shares, before anything starts.
+ * @throws InvalidOptionError naming the bad option.
+ */
+function checkConnectOptions(
+  method: string,
+  options: CommonOptions & ViaOption & { keepaliveInterval?: unknown },
+): void {
+  const where = `router.${method}()`;
+  optionsObject(options, where);
+  text(options.name, 'name', where, undefined);
+  milliseconds(options.connectTimeout, 'connectTimeout', where, undefined, 1);
+  milliseconds(options.keepaliveInterval, 'keepaliveInterval', where, undefined);
+  if (options.via !== undefined && !(options.via instanceof Context)) {
+    throw new InvalidOptionError('via', where, 'a Context (from a connection method of this Router)', options.via);
   }
 }

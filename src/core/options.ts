@@ -1,0 +1,81 @@
+import { InvalidOptionError } from './errors.js';
+
+/**
+ * Checks of the options tendril's functions take, in one place: each
+ * returns the value (or the default when it is undefined) and throws
+ * `InvalidOptionError` naming the option, where it was passed and what it
+ * must be.
+ */
+
+/** Longest timer Node accepts, in ms (about 24.8 days). */
+export const MAX_TIMER = 2_147_483_647;
+
+/** A duration in ms from `min` (default 0) to `MAX_TIMER`, or `fallback` when undefined. */
+export function milliseconds<F extends number | undefined>(
+  value: unknown,
+  option: string,
+  where: string,
+  fallback: F,
+  min = 0,
+): number | F {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || Number.isNaN(value) || value < min || value > MAX_TIMER) {
+    throw new InvalidOptionError(option, where, `a number of milliseconds from ${min} to ${MAX_TIMER}`, value);
+  }
+  return value;
+}
+
+/** An integer from `min` to `max`, or `fallback` when undefined. */
+export function integer<F extends number | undefined>(
+  value: unknown,
+  option: string,
+  where: string,
+  fallback: F,
+  min: number,
+  max: number,
+): number | F {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidOptionError(option, where, `an integer from ${min} to ${max}`, value);
+  }
+  return value;
+}
+
+/** A non-empty string of at most `maxLength` characters, or `fallback` when undefined. */
+export function text<F extends string | undefined>(
+  value: unknown,
+  option: string,
+  where: string,
+  fallback: F,
+  maxLength = 256,
+): string | F {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
+    throw new InvalidOptionError(option, where, `a non-empty string of at most ${maxLength} characters`, value);
+  }
+  return value;
+}
+
+/** A string or a URL (a module path, a file URL or a directory), or undefined. */
+export function location(value: unknown, option: string, where: string): string | URL | undefined {
+  if (value === undefined || typeof value === 'string' || value instanceof URL) return value;
+  throw new InvalidOptionError(option, where, 'a path, a file URL string or a URL', value);
+}
+
+/** An AbortSignal, or undefined. */
+export function abortSignal(value: unknown, option: string, where: string): AbortSignal | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'object' && value !== null && typeof (value as AbortSignal).aborted === 'boolean') {
+    return value as AbortSignal;
+  }
+  throw new InvalidOptionError(option, where, 'an AbortSignal', value);
+}
+
+/** An object of options (or undefined, read as `{}`). */
+export function optionsObject<T extends object>(value: T | undefined, where: string): T {
+  if (value === undefined) return {} as T;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidOptionError('options', where, 'an object', value);
+  }
+  return value;
+}

@@ -1,0 +1,61 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { type Context, InvalidOptionError, Router } from 'tendril';
+
+/** A bad option is refused with InvalidOptionError naming it, where it was passed and what it must be. */
+function refused(option: string, where: string): (error: unknown) => boolean {
+  return (error: unknown) => {
+    assert.ok(error instanceof InvalidOptionError, String(error));
+    assert.equal(error.option, option);
+    assert.ok(error.message.startsWith(`option ${option} of ${where} must be `), error.message);
+    return true;
+  };
+}
+
+describe('options are checked in one place', () => {
+  let router: Router;
+  let child: Context;
+  before(async () => {
+    router = new Router();
+    child = await router.local({ name: 'options' });
+  });
+  after(() => router.shutdown());
+
+  test('Router options', () => {
+    assert.throws(() => new Router({ shutdownGrace: -1 }), refused('shutdownGrace', 'new Router()'));
+    assert.throws(
+      () => new Router({ shutdownGrace: '2s' as unknown as number }),
+      refused('shutdownGrace', 'new Router()'),
+    );
+    assert.throws(() => new Router({ maxMessageSize: 12 }), refused('maxMessageSize', 'new Router()'));
+    assert.throws(() => new Router({ name: '' }), refused('name', 'new Router()'));
+    assert.throws(
+      () => new Router({ moduleRoots: '/srv' as unknown as string[] }),
+      refused('moduleRoots', 'new Router()'),
+    );
+    assert.throws(() => new Router({ base: 42 as unknown as string }), refused('base', 'new Router()'));
+  });
+
+  test('call options', async () => {
+    await assert.rejects(
+      child.callWith({ timeout: -1 }, () => 1),
+      refused('timeout', 'context.callWith()'),
+    );
+    await assert.rejects(
+      child.callWith({ signal: 'stop' as unknown as AbortSignal }, () => 1),
+      refused('signal', 'context.callWith()'),
+    );
+    assert.throws(() => child.import('./x.js', { timeout: Number.NaN }), refused('timeout', 'context.import()'));
+    await assert.rejects(child.shutdown({ grace: -5 }), refused('grace', 'context.shutdown()'));
+    assert.equal(await child.callWith({ timeout: 5000 }, () => 'valid options still work'), 'valid options still work');
+  });
+
+  test('connection options, before anything starts', async () => {
+    await assert.rejects(router.local({ name: 7 as unknown as string }), refused('name', 'router.local()'));
+    await assert.rejects(
+      router.ssh({ hostname: '127.0.0.1', keepaliveInterval: 'often' as unknown as number }),
+      refused('keepaliveInterval', 'router.ssh()'),
+    );
+    await assert.rejects(router.sudo({ via: {} as Context }), refused('via', 'router.sudo()'));
+  });
+});
