@@ -89,8 +89,8 @@ describe('what a hostile child can make the master do', () => {
     const quota = collect(router, 'quota');
     const malformed = collect(router, 'handler');
     const requests = Math.ceil(SUBTREE_ID_QUOTA / 1000) + 100;
-    await a.call(writeFrames, { dst: 0, src: a.id, handle: ALLOCATE_ID }, encode(1000), requests);
     await a.call(writeFrames, { dst: 0, src: a.id, handle: ALLOCATE_ID }, encode(10_000));
+    await a.call(writeFrames, { dst: 0, src: a.id, handle: ALLOCATE_ID }, encode(1000), requests);
     await waitFor(() => quota.length > 0 && malformed.some((w) => /malformed/.test(w.message)));
     assert.match(quota[0]?.message ?? '', /contexts under 'attacker' .* have used their quota of 1048576 context IDs/);
     const pattern = /malformed ALLOCATE_ID message from context 'attacker': count: expected an integer from 1 to 1000/;

@@ -33,11 +33,12 @@ const MAX_ROUTES_PER_STREAM = 65_536;
 const DEAD_REPLY_BURST = 1000;
 const DEAD_REPLIES_PER_SECOND = 1000;
 /**
- * A message from a child stream is not forwarded to a stream that already
- * has this many bytes queued (its peer is slow or not reading); the
- * sender gets a dead reply instead, so one child cannot fill another's queue.
+ * When a message from a child is forwarded into a stream that has more
+ * than this many bytes queued (its peer is slow or not reading), that child
+ * is not read from until the stream drains: one child cannot fill another's
+ * queue, or this context's memory, and nothing it sent is lost.
  */
-const FORWARD_QUEUE_LIMIT = 16 * 1024 * 1024;
+const FORWARD_HIGH_WATER = 1024 * 1024;
 
 /**
  * Decides whether a message may reach a handle. `stream` is the stream it
@@ -179,6 +180,9 @@ export class Router extends EventEmitter<RouterEvents> {
   private readonly streams = new Set<Stream>();
   /** Routes announced through each child stream, to bound them. */
   private readonly routeCounts = new Map<Stream, number>();
+  /** How often each kind of warning may be reported, and how many were left out so far. */
+  private readonly warningLimits = new Map<string, RateLimit>();
+  private readonly warningsReported = new Map<string, number>();
   /** Dead replies each stream may still be sent. */
   private readonly deadReplyLimits = new Map<Stream, RateLimit>();
   private inflight = 0;
@@ -455,15 +459,8 @@ export class Router extends EventEmitter<RouterEvents> {
       this.deadReply(message, `message too large to forward (${message.data.length} bytes)`, inStream);
       return;
     }
-    if (inStream && inStream !== this.parentStream && out.queuedBytes > FORWARD_QUEUE_LIMIT) {
-      this.deadReply(
-        message,
-        `context '${this.nameOf(message.dst)}' (id ${message.dst}) is not keeping up: ${out.queuedBytes} bytes are queued for it in ${this.name}`,
-        inStream,
-      );
-      return;
-    }
     out.send(message);
+    if (inStream && inStream !== this.parentStream && out.queuedBytes > FORWARD_HIGH_WATER) inStream.waitFor(out);
   }
 
   /** The stream a message claiming `id` must arrive on (and the one a message to `id` leaves by). */
@@ -490,10 +487,25 @@ export class Router extends EventEmitter<RouterEvents> {
     );
   }
 
-  /** Reports a refused or dropped message: to `debug` and to `warning` listeners. */
+  /**
+   * Reports a refused or dropped message: to `debug` and to `warning`
+   * listeners. A flood of one kind is reported at a bounded rate (a burst of
+   * 100, then 100 a second per code); the next report says how many were
+   * left out.
+   */
   warn(code: RouterWarning['code'], message: string): void {
-    debug('warning: %s', message);
-    this.emit('warning', { code, message });
+    let limit = this.warningLimits.get(code);
+    if (!limit) {
+      limit = new RateLimit(100, 100);
+      this.warningLimits.set(code, limit);
+    }
+    const before = limit.dropped;
+    if (!limit.take()) return;
+    const left = before - (this.warningsReported.get(code) ?? 0);
+    this.warningsReported.set(code, before);
+    const text = left > 0 ? `${message} (and ${left} more like it not reported)` : message;
+    debug('warning: %s', text);
+    this.emit('warning', { code, message: text });
   }
 
   private deliver(message: Message, inStream: Stream | undefined): void {

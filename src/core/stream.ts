@@ -89,6 +89,13 @@ export class Stream extends EventEmitter<StreamEvents> {
   /** Messages that arrived during a blocking request, delivered once it is over. */
   private deferred: Message[] = [];
   private blocking = false;
+  private corked = false;
+  private readonly uncork = (): void => {
+    this.corked = false;
+    this.output.uncork();
+  };
+  /** Streams this one does not read until they drain (see `waitFor`). */
+  private readonly waitingFor = new Set<Stream>();
 
   /** Starts reading `options.input` at once. */
   constructor(options: StreamOptions) {
@@ -141,6 +148,13 @@ export class Stream extends EventEmitter<StreamEvents> {
   send(message: Message): boolean {
     if (this.closeReason !== undefined) return false;
     const parts = encodeFrame(message);
+    // Messages sent in one tick leave in one write (writev): a burst of
+    // small messages costs one system call and one write request, not one each.
+    if (!this.corked) {
+      this.corked = true;
+      this.output.cork();
+      process.nextTick(this.uncork);
+    }
     for (const part of parts) {
       this.output.write(part);
       this.stats.bytesOut += part.length;
@@ -230,6 +244,39 @@ export class Stream extends EventEmitter<StreamEvents> {
     if (this.closeReason !== undefined) return;
     this.input.on('data', this.onData);
     this.input.resume();
+  }
+
+  /**
+   * Stops reading until `other` has drained its queue (or closed): the
+   * messages read here were being forwarded into it faster than its peer
+   * takes them. Reading resumes once every stream waited for has drained.
+   */
+  waitFor(other: Stream): void {
+    if (this.closeReason !== undefined || this.waitingFor.has(other)) return;
+    this.waitingFor.add(other);
+    if (this.waitingFor.size === 1) this.input.pause();
+    other.whenDrained(() => {
+      this.waitingFor.delete(other);
+      if (this.waitingFor.size === 0 && this.closeReason === undefined && !this.blocking) this.input.resume();
+    });
+  }
+
+  /** Calls `callback` once, when the queue for the peer has emptied or the stream has closed. */
+  whenDrained(callback: () => void): void {
+    if (this.closeReason !== undefined || this.output.writableLength === 0) {
+      callback();
+      return;
+    }
+    let done = false;
+    const once = () => {
+      if (done) return;
+      done = true;
+      this.output.off('drain', once);
+      this.off('close', once);
+      callback();
+    };
+    this.output.on('drain', once);
+    this.on('close', once);
   }
 
   /** Handles bytes that were read from `input` before the stream took it over. */
