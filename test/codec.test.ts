@@ -1,9 +1,28 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { UnsupportedValueError } from 'tendril';
-import { decode, encode } from '#dist/core/codec.js';
+import { DecodeError, UnsupportedValueError } from 'tendril';
+import { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH } from '#dist/core/codec.js';
+import { FIRST_DYNAMIC_HANDLE, SHUTDOWN } from '#dist/core/handles.js';
+import { Router as CoreRouter } from '#dist/core/router.js';
+import { Sender } from '#dist/core/sender.js';
 
 const roundTrip = (value: unknown) => decode(encode(value));
+
+/** msgpack for a str of `text`. */
+const str = (text: string) => Buffer.from(encode(text));
+/** An Error extension as msgpackr writes it: a fixext 1 tag, then `[name, message, cause]`. */
+const errorBytes = (name: Buffer, message: string) =>
+  Buffer.concat([Buffer.from([0xd4, 0x65, 0x00, 0x93]), name, str(message), Buffer.from(encode(undefined))]);
+/** A bigint extension (ext 32, type 0x42) carrying `length` bytes of two's complement. */
+const bigintBytes = (length: number, fill = 0x11) => {
+  const header = Buffer.from([0xc9, 0, 0, 0, 0, 0x42]);
+  header.writeUInt32BE(length, 1);
+  return Buffer.concat([header, Buffer.alloc(length, fill)]);
+};
+/** `depth` arrays nested in each other, the innermost empty, as msgpack. */
+const nestedArrays = (depth: number) => Buffer.concat([Buffer.alloc(depth - 1, 0x91), Buffer.from([0x90])]);
+const isDecodeError = (pattern: RegExp) => (error: unknown) =>
+  error instanceof DecodeError && pattern.test(error.message);
 
 describe('codec', () => {
   test('carries every documented type unchanged', () => {
@@ -125,7 +144,7 @@ describe('codec', () => {
     assert.equal(({} as Record<string, unknown>).polluted, undefined);
   });
 
-  test('random bytes either decode or throw an Error, never anything worse', () => {
+  test('random bytes either decode or throw a DecodeError, never anything else', () => {
     let seed = 12345;
     const random = () => {
       seed = (seed * 1103515245 + 12345) & 0x7fffffff;
@@ -140,8 +159,159 @@ describe('codec', () => {
       try {
         decode(cut);
       } catch (error) {
-        assert.ok(error instanceof Error, `threw a non-Error: ${String(error)}`);
+        assert.ok(error instanceof DecodeError, `threw something other than a DecodeError: ${String(error)}`);
       }
     }
+  });
+
+  test(`nesting is limited to ${MAX_DEPTH} levels both ways; deeper payloads are a DecodeError, not a stack overflow`, () => {
+    // Every container kind at the limit travels.
+    let value: unknown = 'core';
+    const kinds = [
+      (v: unknown) => [v],
+      (v: unknown) => ({ k: v }),
+      (v: unknown) => new Map([['k', v]]),
+      (v: unknown) => new Set([v]),
+      (v: unknown) => new Error('e', { cause: v }),
+    ];
+    for (let i = 0; i < MAX_DEPTH; i++) value = (kinds[i % kinds.length] as (v: unknown) => unknown)(value);
+    assert.deepEqual(roundTrip(value), value);
+    assert.deepEqual(decode(nestedArrays(MAX_DEPTH)), JSON.parse('['.repeat(MAX_DEPTH) + ']'.repeat(MAX_DEPTH)));
+    // One more is refused at the sender, with the path...
+    assert.throws(
+      () => encode([value]),
+      (error: unknown) => error instanceof UnsupportedValueError && /nested deeper than 512/.test(error.message),
+    );
+    // ...and at the receiver, also when a tag (a Set here) adds the level.
+    assert.throws(
+      () => decode(nestedArrays(MAX_DEPTH + 1)),
+      isDecodeError(/at byte 512: value nested deeper than 512/),
+    );
+    const setInside = Buffer.concat([Buffer.alloc(MAX_DEPTH, 0x91), Buffer.from([0xd4, 0x73, 0x00, 0x90])]);
+    assert.throws(() => decode(setInside), isDecodeError(/nested deeper than 512/));
+    // The reply the issue measured: 10 KB of nesting.
+    assert.throws(() => decode(nestedArrays(10_000)), isDecodeError(/nested deeper than 512/));
+  });
+
+  test('every decoding failure is a DecodeError saying what (and where, when the walk knows)', () => {
+    const cases: [Buffer, RegExp][] = [
+      [Buffer.from([0xc1]), /at byte 0: invalid token 0xc1/],
+      [Buffer.from([0x92, 0x01, 0xc1]), /at byte 2: invalid token/],
+      [Buffer.from([]), /truncated/],
+      // A map key that is not a string (msgpackr would convert it to one).
+      [Buffer.from([0x81, 0x01, 0x02]), /at byte 1: map key of type 0x1/],
+      // Tags must be a fixext 1 wrapping an array.
+      [Buffer.from([0xc7, 0x01, 0x73, 0x00, 0x90]), /tag extension 115 must be a fixext 1/],
+      [Buffer.from([0xd4, 0x73, 0x00, 0x01]), /must wrap an array/],
+      [Buffer.from([0xd4, 0x73, 0x00]), /at byte 0: container of 1 elements in 0 remaining bytes/],
+      // msgpackr's own failures: a BigInt64Array of 3 bytes, a RegExp with bad flags, an empty bigint.
+      [Buffer.from([0xc7, 0x04, 0x74, 0x09, 1, 2, 3]), /undecodable payload of 7 bytes: RangeError/],
+      [Buffer.concat([Buffer.from([0xd4, 0x78, 0x00, 0x92]), str('a'), str('Q')]), /SyntaxError/],
+      [Buffer.from([0xc7, 0x00, 0x42]), /bigint of 0 bytes/],
+      // The tendril extensions' own checks.
+      [Buffer.from([0xd4, 0x4d, 0x00, 0x91, 0x01]), /malformed Map/],
+      [Buffer.concat([Buffer.from([0xd4, 0x65, 0x00, 0x92, 0x01]), str('m')]), /malformed Error/],
+      [
+        Buffer.from([0xd4, 0x4e, 0x00, 0x92, 0x01, 0xcd, 0x03, 0xe8]),
+        /Sender can only be decoded on behalf of a router/,
+      ],
+    ];
+    for (const [bytes, pattern] of cases) {
+      assert.throws(() => decode(bytes), isDecodeError(pattern), `payload ${bytes.toString('hex')}`);
+    }
+  });
+
+  test('a remote Error is only ever an Error or a built-in error class; other names are kept as its name', () => {
+    for (const name of [
+      'valueOf',
+      'constructor',
+      '__proto__',
+      'hasOwnProperty',
+      'toString',
+      'prototype',
+      'CallError',
+    ]) {
+      const error = decode(errorBytes(str(name), 'crafted')) as Error;
+      assert.equal(Object.getPrototypeOf(error), Error.prototype, name);
+      assert.equal(error.name, name);
+      assert.equal(error.message, 'crafted');
+    }
+    // A name that is not a string is refused rather than looked up.
+    assert.throws(() => decode(errorBytes(Buffer.from(encode(['Error'])), 'x')), isDecodeError(/malformed Error/));
+    for (const Class of [
+      Error,
+      TypeError,
+      RangeError,
+      SyntaxError,
+      ReferenceError,
+      EvalError,
+      URIError,
+      AggregateError,
+    ]) {
+      const error = decode(errorBytes(str(Class.name), 'built-in')) as Error;
+      assert.equal(Object.getPrototypeOf(error), Class.prototype);
+      assert.equal(error.message, 'built-in');
+      assert.equal(Object.hasOwn(error, 'name'), false);
+    }
+  });
+
+  test('ordinary errors round-trip with their name, message and cause', () => {
+    class DeployError extends Error {
+      override name = 'DeployError';
+    }
+    const cause = new TypeError('inner', { cause: { code: 7 } });
+    const error = roundTrip(new DeployError('outer', { cause })) as Error & { cause: Error & { cause: unknown } };
+    assert.equal(Object.getPrototypeOf(error), Error.prototype);
+    assert.equal(error.name, 'DeployError');
+    assert.equal(error.message, 'outer');
+    assert.ok(error.cause instanceof TypeError);
+    assert.equal(error.cause.message, 'inner');
+    assert.deepEqual(error.cause.cause, { code: 7 });
+    assert.equal(Object.getOwnPropertyDescriptor(error, 'cause')?.enumerable, false, 'cause is not enumerable');
+    // No trace is captured: it would show the decoder, not where the error was thrown.
+    assert.doesNotMatch(String(error.stack), /msgpackr|codec/);
+    assert.equal('cause' in (roundTrip(new Error('no cause')) as Error), false);
+    // A cause holding a Map keeps it (it used to arrive as a plain object).
+    assert.ok(
+      (roundTrip(new Error('m', { cause: [new Map([[1, 2]])] })) as { cause: unknown[] }).cause[0] instanceof Map,
+    );
+    const aggregate = roundTrip(new AggregateError([new Error('a')], 'many')) as AggregateError;
+    assert.ok(aggregate instanceof AggregateError);
+    assert.equal(aggregate.message, 'many');
+  });
+
+  test(`bigints are limited to ${MAX_BIGINT_BYTES} bytes at both ends`, () => {
+    const end = 1n << BigInt(MAX_BIGINT_BYTES * 8 - 1);
+    for (const value of [end - 1n, -end, 2n ** 64n, -(2n ** 64n) - 1n]) assert.equal(roundTrip(value), value);
+    for (const value of [end, -end - 1n]) {
+      assert.throws(
+        () => encode({ n: [value] }),
+        (error: unknown) =>
+          error instanceof UnsupportedValueError &&
+          error.path === 'value.n[0]' &&
+          /bigint larger than 65536 bytes/.test(error.message),
+      );
+    }
+    assert.equal(decode(bigintBytes(MAX_BIGINT_BYTES, 0xff)), -1n);
+    assert.throws(() => decode(bigintBytes(MAX_BIGINT_BYTES + 1)), isDecodeError(/at byte 0: bigint of 65537 bytes/));
+    assert.throws(() => decode(bigintBytes(120 * 1024 * 1024)), isDecodeError(/bigint of 125829120 bytes/));
+  });
+
+  test('a Sender aimed at a standard handle is refused at decode; others arrive bound to the router', () => {
+    const router = new CoreRouter({ id: 0, name: 'master', parentIds: [] });
+    const reference = (handle: number) =>
+      Buffer.from([0xd4, 0x4e, 0x00, 0x92, 0x05, 0xce, ...Buffer.from(new Uint32Array([handle]).buffer).reverse()]);
+    for (const handle of [0, SHUTDOWN, FIRST_DYNAMIC_HANDLE - 1]) {
+      assert.throws(
+        () => decode(reference(handle), router, 5),
+        isDecodeError(/refused a Sender aimed at standard handle/),
+      );
+    }
+    const sender = decode(reference(FIRST_DYNAMIC_HANDLE), router, 5) as Sender;
+    assert.ok(sender instanceof Sender);
+    assert.deepEqual([sender.contextId, sender.handle, sender.authority], [5, FIRST_DYNAMIC_HANDLE, 5]);
+    // From this context (or an ancestor), a Sender acts with this context's own authority.
+    assert.equal((decode(reference(FIRST_DYNAMIC_HANDLE), router, 0) as Sender).authority, 0);
+    assert.equal((decode(reference(FIRST_DYNAMIC_HANDLE), router) as Sender).authority, 0);
   });
 });

@@ -1,25 +1,48 @@
 import { addExtension, Packr } from 'msgpackr';
-import { UnsupportedValueError } from './errors.js';
+import { DecodeError, UnsupportedValueError } from './errors.js';
+import { FIRST_DYNAMIC_HANDLE } from './handles.js';
 
 /**
  * The payload codec: msgpack via msgpackr, with records off so every payload
  * is self-contained and routers can forward frames without decoding them.
  *
- * Supported values: null, undefined, booleans, numbers, bigints (any size),
- * strings, Buffers, typed arrays, ArrayBuffers, DataViews, arrays, plain
- * objects (prototype Object.prototype or null; own enumerable string keys,
- * like structuredClone), Maps, Sets, Dates, RegExps, Errors (name, message
- * and cause) and Senders (which arrive bound to the receiving context's
- * router). Anything else is refused at the sender with an
- * `UnsupportedValueError` (a TypeError) rather than silently changed.
+ * Supported values: null, undefined, booleans, numbers, bigints (up to
+ * `MAX_BIGINT_BYTES`), strings, Buffers, typed arrays, ArrayBuffers,
+ * DataViews, arrays, plain objects (prototype Object.prototype or null; own
+ * enumerable string keys, like structuredClone), Maps, Sets, Dates, RegExps,
+ * Errors (name, message and cause) and Senders (which arrive bound to the
+ * receiving context's router). Anything else is refused at the sender with
+ * an `UnsupportedValueError` (a TypeError) rather than silently changed.
+ *
+ * Decoding treats the bytes as hostile: every failure is a `DecodeError`,
+ * and nothing a peer writes can build a class other than the supported
+ * ones, nest deeper than encoding allows, or cost much more to build than a
+ * string of the same size.
  */
 
 /** msgpack extension type used for `Map`, which msgpackr would otherwise decode as a plain object. */
 const MAP_EXTENSION = 77;
 /** msgpack extension type used for a Sender: `[contextId, handle]`. */
 const SENDER_EXTENSION = 78;
-/** Deepest nesting a value may have; deeper values are refused before encoding. */
-const MAX_DEPTH = 512;
+/** msgpackr's extension type for an Error: a tag wrapping `[name, message, cause]`. */
+const ERROR_EXTENSION = 0x65;
+/** msgpackr's extension type for a bigint beyond 64 bits: big-endian two's complement bytes. */
+const BIGINT_EXTENSION = 0x42;
+/** Deepest nesting a value may have; deeper values are refused before encoding and before decoding. */
+export const MAX_DEPTH = 512;
+/**
+ * Largest bigint carried, in bytes of big-endian two's complement: 64 KiB,
+ * so from -(2^524287) to 2^524287 - 1. Larger ones are refused at the sender
+ * with `UnsupportedValueError` and at the receiver with `DecodeError`:
+ * building a bigint costs several times what a string of the same size does,
+ * and one huge value would block the event loop for seconds.
+ */
+export const MAX_BIGINT_BYTES = 64 * 1024;
+/** Bigints in `[BIGINT_MIN, BIGINT_END)` fit in `MAX_BIGINT_BYTES`. */
+const BIGINT_END = BigInt(1) << BigInt(MAX_BIGINT_BYTES * 8 - 1);
+const BIGINT_MIN = -BIGINT_END;
+/** Largest 32-bit header field: context IDs and handles. */
+const MAX_HEADER_FIELD = 0xffffffff;
 
 /**
  * Objects carrying this property travel as a reference to a receiver,
@@ -27,11 +50,16 @@ const MAX_DEPTH = 512;
  */
 export const SENDER_REFERENCE: unique symbol = Symbol.for('tendril.senderReference') as never;
 
-/** Builds a Sender bound to the router decoding it; registered by sender.ts. */
-type SenderFactory = (router: unknown, contextId: number, handle: number) => unknown;
+/**
+ * Builds a Sender bound to the router decoding it; registered by sender.ts.
+ * `authority` is the auth ID of the message the reference arrived in
+ * (undefined when the caller of `decode` gave none).
+ */
+type SenderFactory = (router: unknown, contextId: number, handle: number, authority: number | undefined) => unknown;
 let senderFactory: SenderFactory | undefined;
-/** Router on whose behalf the current (synchronous) decode runs. */
+/** Router on whose behalf the current (synchronous) decode runs, and the auth ID of the message decoded. */
 let decodingFor: unknown;
+let decodingAuthority: number | undefined;
 
 /** Registers how decoded sender references become Senders. */
 export function setSenderFactory(factory: SenderFactory): void {
@@ -50,17 +78,29 @@ addExtension({
     if (
       !Array.isArray(reference) ||
       reference.length !== 2 ||
-      !Number.isInteger(reference[0]) ||
-      !Number.isInteger(reference[1])
+      !isHeaderField(reference[0]) ||
+      !isHeaderField(reference[1])
     ) {
-      throw new Error('malformed Sender extension');
+      throw new DecodeError('malformed Sender: expected [context ID, handle], two 32-bit unsigned integers');
+    }
+    const [contextId, handle] = reference as [number, number];
+    // A standard handle (CALL_FUNCTION, SHUTDOWN...) is never a receiver a
+    // peer may hand out: sending on it would act on that context directly.
+    if (handle < FIRST_DYNAMIC_HANDLE) {
+      throw new DecodeError(
+        `refused a Sender aimed at standard handle ${handle} of context ${contextId}: only receivers (handles from ${FIRST_DYNAMIC_HANDLE}) can be sent`,
+      );
     }
     if (decodingFor === undefined || !senderFactory) {
-      throw new Error('a Sender can only be decoded on behalf of a router');
+      throw new DecodeError('a Sender can only be decoded on behalf of a router');
     }
-    return senderFactory(decodingFor, reference[0], reference[1]);
+    return senderFactory(decodingFor, contextId, handle, decodingAuthority);
   },
 });
+
+function isHeaderField(value: unknown): boolean {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MAX_HEADER_FIELD;
+}
 
 /** Private carrier for a Map's entries; only this module creates it, so user classes are never affected. */
 class WireMap {
@@ -72,12 +112,107 @@ addExtension({
   type: MAP_EXTENSION,
   write: (map: WireMap) => map.entries,
   read: (entries: unknown) => {
-    if (!Array.isArray(entries) || entries.length % 2 !== 0) throw new Error('malformed Map extension');
+    if (!Array.isArray(entries) || entries.length % 2 !== 0) {
+      throw new DecodeError('malformed Map: expected an array of keys and values');
+    }
     const map = new Map();
     for (let i = 0; i < entries.length; i += 2) map.set(entries[i], entries[i + 1]);
     return map;
   },
 });
+
+/**
+ * The error classes a remote Error may be rebuilt as, by name. A Map, so a
+ * name like `constructor` or `__proto__` finds nothing (msgpackr's own table
+ * is a plain object, where such names reach Object.prototype).
+ */
+const ERROR_CLASSES = new Map<string, ErrorConstructor>();
+for (const Class of [Error, EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError]) {
+  ERROR_CLASSES.set(Class.name, Class);
+}
+/** AggregateError where this Node has it (15 and newer); its constructor takes the errors first. */
+const AggregateErrorClass = (globalThis as { AggregateError?: new (errors: unknown[], message: string) => Error })
+  .AggregateError;
+if (AggregateErrorClass) ERROR_CLASSES.set('AggregateError', AggregateErrorClass as unknown as ErrorConstructor);
+
+/** An Error whose cause had to be prepared (it holds a Map, say): `[name, message, cause]`. */
+class WireError {
+  constructor(readonly fields: [string, string, unknown]) {}
+}
+
+/** What travels of an Error: its name, message and cause. */
+function errorFields(error: Error): [string, string, unknown] {
+  return [
+    typeof error.name === 'string' ? error.name : String(error.name),
+    typeof error.message === 'string' ? error.message : String(error.message),
+    (error as { cause?: unknown }).cause,
+  ];
+}
+
+function readError(fields: unknown): Error {
+  if (
+    !Array.isArray(fields) ||
+    fields.length < 2 ||
+    fields.length > 3 ||
+    typeof fields[0] !== 'string' ||
+    typeof fields[1] !== 'string'
+  ) {
+    throw new DecodeError('malformed Error: expected [name, message, cause] with a string name and message');
+  }
+  return rebuildError(fields[0], fields[1], fields[2]);
+}
+
+/**
+ * Replaces msgpackr's Error extension, keeping its wire form (a tag followed
+ * by `[name, message, cause]`): a decoded Error is always an instance of
+ * Error or one of the built-in error classes; any other name is kept as the
+ * `name` property of an Error.
+ */
+addExtension({ Class: Error, type: ERROR_EXTENSION, write: errorFields, read: readError });
+addExtension({ Class: WireError, type: ERROR_EXTENSION, write: (error: WireError) => error.fields, read: readError });
+
+function rebuildError(name: string, message: string, cause: unknown): Error {
+  const Class = ERROR_CLASSES.get(name);
+  let error: Error;
+  if (Class === undefined) {
+    error = withoutStack(() => new Error(message));
+    error.name = name;
+  } else if (Class === (AggregateErrorClass as unknown)) {
+    // Its errors do not travel.
+    error = withoutStack(
+      () => new (AggregateErrorClass as new (errors: unknown[], message: string) => Error)([], message),
+    );
+  } else {
+    error = withoutStack(() => new Class(message));
+  }
+  // As the two-argument Error constructor does (missing on Node before 16.9): own, not enumerable.
+  if (cause !== undefined) {
+    Object.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true, enumerable: false });
+  }
+  return error;
+}
+
+/**
+ * Builds an error without capturing a stack trace. The trace would show the
+ * decoder, not where the error was thrown remotely, and capturing it is
+ * most of the cost: ten times that of the rest, about 100 bytes of heap
+ * per payload byte for a payload of nothing but Errors.
+ */
+function withoutStack(build: () => Error): Error {
+  const limit = Error.stackTraceLimit;
+  if (typeof limit !== 'number') return build();
+  try {
+    Error.stackTraceLimit = 0;
+  } catch {
+    // Frozen intrinsics: build it with a trace.
+    return build();
+  }
+  try {
+    return build();
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
 
 const packr = new Packr({
   useRecords: false,
@@ -91,7 +226,9 @@ const packr = new Packr({
 /**
  * Encodes a value to msgpack bytes.
  * @param path how to name the value in an error, e.g. `'args'`.
- * @throws UnsupportedValueError when the value (or anything inside it) is not a supported type.
+ * @throws UnsupportedValueError when the value (or anything inside it) is
+ *   not a supported type, nests deeper than `MAX_DEPTH`, or is a bigint
+ *   larger than `MAX_BIGINT_BYTES`.
  */
 export function encode(value: unknown, path = 'value'): Uint8Array {
   return packr.pack(prepare(value, path, 0, undefined));
@@ -114,19 +251,33 @@ export function encodePrepared(value: unknown): Uint8Array {
 
 /**
  * Decodes msgpack bytes produced by `encode` (or by a peer). The bytes are
- * checked first, so a hostile payload cannot make the decoder allocate
- * containers larger than the payload or use msgpackr's reference and record
- * extensions.
+ * checked first (see `checkPayload`), so a hostile payload cannot make the
+ * decoder allocate containers larger than the payload, recurse deeper than
+ * `MAX_DEPTH`, or use msgpackr's reference and record extensions.
+ * @param bytes one msgpack value, exactly.
  * @param router the router Senders in the value are bound to; without one, a Sender is an error.
- * @throws Error when the bytes are not a single valid value.
+ * @param authority the auth ID of the message the bytes arrived in; Senders
+ *   in the value act with it when it is less trusted than `router`'s own
+ *   context (see `Sender`). Default: the router's own.
+ * @returns the value.
+ * @throws DecodeError when the bytes are not a single valid value (saying
+ *   what, and at which byte where known), nest too deeply, hold a bigint
+ *   over `MAX_BIGINT_BYTES`, a malformed Error, Map or Sender, or a Sender
+ *   aimed at a standard handle.
  */
-export function decode(bytes: Uint8Array, router?: unknown): unknown {
+export function decode(bytes: Uint8Array, router?: unknown, authority?: number): unknown {
   checkPayload(bytes);
   decodingFor = router;
+  decodingAuthority = authority;
   try {
     return packr.unpack(bytes);
+  } catch (error) {
+    if (error instanceof DecodeError) throw error;
+    const what = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    throw new DecodeError(`undecodable payload of ${bytes.length} bytes: ${what}`);
   } finally {
     decodingFor = undefined;
+    decodingAuthority = undefined;
   }
 }
 
@@ -137,10 +288,17 @@ export function decode(bytes: Uint8Array, router?: unknown): unknown {
  */
 function prepare(value: unknown, path: string, depth: number, seen: Set<object> | undefined): unknown {
   switch (typeof value) {
+    case 'bigint':
+      if (value < BIGINT_MIN || value >= BIGINT_END) {
+        throw new UnsupportedValueError(
+          path,
+          `a bigint larger than ${MAX_BIGINT_BYTES} bytes (${MAX_BIGINT_BYTES * 8} bits with the sign); send it as a string or Buffer`,
+        );
+      }
+      return value;
     case 'string':
     case 'number':
     case 'boolean':
-    case 'bigint':
     case 'undefined':
       return value;
     case 'function':
@@ -151,8 +309,10 @@ function prepare(value: unknown, path: string, depth: number, seen: Set<object> 
   if (value === null) return null;
   const object = value as object;
   if (ArrayBuffer.isView(object) || object instanceof ArrayBuffer) return value;
-  if (object instanceof Date || object instanceof RegExp) return value;
+  if (object instanceof Date) return value;
+  // A RegExp travels as an array, so it counts as a level like other containers.
   if (depth >= MAX_DEPTH) throw new UnsupportedValueError(path, `a value nested deeper than ${MAX_DEPTH} levels`);
+  if (object instanceof RegExp) return value;
   if (!seen) seen = new Set();
   if (seen.has(object)) throw new UnsupportedValueError(path, 'a cyclic reference');
   seen.add(object);
@@ -199,8 +359,12 @@ function prepareObject(object: object, path: string, depth: number, seen: Set<ob
   }
   if (object instanceof Error) {
     const cause = (object as { cause?: unknown }).cause;
-    if (cause !== undefined) prepare(cause, `${path}.cause`, depth, seen);
-    return object;
+    if (cause === undefined) return object;
+    const prepared = prepare(cause, `${path}.cause`, depth, seen);
+    if (prepared === cause) return object;
+    const fields = errorFields(object);
+    fields[2] = prepared;
+    return new WireError(fields);
   }
   const proto = Object.getPrototypeOf(object);
   if (proto !== Object.prototype && proto !== null) {
@@ -231,8 +395,8 @@ function prepareObject(object: object, path: string, depth: number, seen: Set<ob
 /** Extension types the decoder accepts; anything else is refused before decoding. */
 const ALLOWED_EXTENSIONS = new Set([
   0x00, // undefined
-  0x42, // big bigint
-  0x65, // Error
+  BIGINT_EXTENSION,
+  ERROR_EXTENSION,
   0x73, // Set
   0x74, // typed array, ArrayBuffer, DataView
   0x78, // RegExp
@@ -240,54 +404,94 @@ const ALLOWED_EXTENSIONS = new Set([
   MAP_EXTENSION,
   SENDER_EXTENSION,
 ]);
+/**
+ * Extensions that are tags: a fixext 1 whose one data byte is filler,
+ * followed by the array they wrap as a regular token.
+ */
+const TAG_EXTENSIONS = new Set([ERROR_EXTENSION, 0x73, 0x78, MAP_EXTENSION, SENDER_EXTENSION]);
 
 /**
- * Walks the msgpack token structure without building values: every
- * container must fit in the bytes that remain (each element takes at least
- * one byte), every length must lie within the payload, only allowed
- * extensions may appear, and exactly one value must fill the payload.
+ * Walks the msgpack token structure without building values, and refuses
+ * (with `DecodeError`, naming the byte) anything the decoder should not be
+ * given: a container announcing more elements than bytes remain (each
+ * element takes at least one byte), a length past the end, nesting deeper
+ * than `MAX_DEPTH` (a tag and the array it wraps count as one level, as
+ * when encoding), a map key that is not a string (msgpackr would convert
+ * it, at a cost), an extension not in `ALLOWED_EXTENSIONS`, a tag not
+ * written as a fixext 1 or wrapping anything but an array, a bigint over
+ * `MAX_BIGINT_BYTES`, or anything but exactly one value filling the bytes.
+ * Iterative, so hostile nesting cannot overflow the stack here.
  */
 function checkPayload(bytes: Uint8Array): void {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const end = bytes.length;
   let pos = 0;
-  // Number of values still to read; containers add their element counts.
-  let pending = 1;
+  /** Offset of the token being read, for errors. */
+  let at = 0;
+  // Open levels, innermost at `top`: values still to read in each, and
+  // whether it is a map (whose keys come when an even number remain).
+  // Level 0 holds the payload's one value.
+  const remaining: number[] = [1];
+  const isMap: boolean[] = [false];
+  let top = 0;
+  /** The token being read is the array a tag wraps. */
+  let tagged = false;
   const fail = (why: string): never => {
-    throw new Error(`malformed payload at byte ${pos}: ${why}`);
+    throw new DecodeError(`malformed payload at byte ${at}: ${why}`);
   };
   const need = (n: number) => {
     if (pos + n > end) fail('truncated');
-  };
-  const container = (count: number) => {
-    if (count > end - pos) fail(`container of ${count} elements in ${end - pos} remaining bytes`);
-    pending += count;
   };
   const skip = (n: number) => {
     need(n);
     pos += n;
   };
-  const extension = (length: number) => {
+  const open = (count: number, map: boolean, wrapped: boolean) => {
+    if (count > end - pos) fail(`container of ${count} elements in ${end - pos} remaining bytes`);
+    // The array a tag wraps takes over the tag's level, which has nothing left to read.
+    if (!wrapped && ++top > MAX_DEPTH) fail(`value nested deeper than ${MAX_DEPTH} levels`);
+    remaining[top] = count;
+    isMap[top] = map;
+  };
+  const extension = (length: number, fixext1: boolean) => {
     need(1);
     const type = bytes[pos] as number;
     if (!ALLOWED_EXTENSIONS.has(type)) fail(`extension type ${type} is not accepted`);
     pos += 1;
-    if (type === 0x65 || type === 0x73 || type === 0x78 || type === MAP_EXTENSION || type === SENDER_EXTENSION) {
-      // These are tags: the value they wrap follows as a regular token.
-      if (length !== 1) fail(`tag extension ${type} with length ${length}`);
-      pos += 1;
-      pending += 1;
+    if (TAG_EXTENSIONS.has(type)) {
+      if (!fixext1) fail(`tag extension ${type} must be a fixext 1`);
+      skip(1);
+      open(1, false, false);
+      tagged = true;
       return;
+    }
+    if (type === BIGINT_EXTENSION && (length === 0 || length > MAX_BIGINT_BYTES)) {
+      fail(`bigint of ${length} bytes: the limit is ${MAX_BIGINT_BYTES}`);
     }
     skip(length);
   };
-  while (pending > 0) {
-    pending--;
+  while (top >= 0) {
+    const left = remaining[top] as number;
+    if (left === 0) {
+      top--;
+      continue;
+    }
+    remaining[top] = left - 1;
+    const isKey = isMap[top] === true && left % 2 === 0;
+    const wrapped = tagged;
+    tagged = false;
+    at = pos;
     need(1);
     const token = bytes[pos++] as number;
+    if (isKey && !(token >= 0xa0 && token <= 0xbf) && token !== 0xd9 && token !== 0xda && token !== 0xdb) {
+      fail(`map key of type 0x${token.toString(16)}: only strings are accepted`);
+    }
+    if (wrapped && !(token >= 0x90 && token <= 0x9f) && token !== 0xdc && token !== 0xdd) {
+      fail(`a tag extension must wrap an array, not a value of type 0x${token.toString(16)}`);
+    }
     if (token <= 0x7f || token >= 0xe0) continue; // fixint
-    if (token <= 0x8f) container((token & 0x0f) * 2);
-    else if (token <= 0x9f) container(token & 0x0f);
+    if (token <= 0x8f) open((token & 0x0f) * 2, true, wrapped);
+    else if (token <= 0x9f) open(token & 0x0f, false, wrapped);
     else if (token <= 0xbf) skip(token & 0x1f);
     else
       switch (token) {
@@ -315,17 +519,17 @@ function checkPayload(bytes: Uint8Array): void {
         case 0xc7:
           need(1);
           pos += 1;
-          extension(bytes[pos - 1] as number);
+          extension(bytes[pos - 1] as number, false);
           break;
         case 0xc8:
           need(2);
           pos += 2;
-          extension(view.getUint16(pos - 2));
+          extension(view.getUint16(pos - 2), false);
           break;
         case 0xc9:
           need(4);
           pos += 4;
-          extension(view.getUint32(pos - 4));
+          extension(view.getUint32(pos - 4), false);
           break;
         case 0xca:
           skip(4);
@@ -350,43 +554,46 @@ function checkPayload(bytes: Uint8Array): void {
           skip(8);
           break;
         case 0xd4:
-          extension(1);
+          extension(1, true);
           break;
         case 0xd5:
-          extension(2);
+          extension(2, false);
           break;
         case 0xd6:
-          extension(4);
+          extension(4, false);
           break;
         case 0xd7:
-          extension(8);
+          extension(8, false);
           break;
         case 0xd8:
-          extension(16);
+          extension(16, false);
           break;
         case 0xdc:
           need(2);
           pos += 2;
-          container(view.getUint16(pos - 2));
+          open(view.getUint16(pos - 2), false, wrapped);
           break;
         case 0xdd:
           need(4);
           pos += 4;
-          container(view.getUint32(pos - 4));
+          open(view.getUint32(pos - 4), false, wrapped);
           break;
         case 0xde:
           need(2);
           pos += 2;
-          container(view.getUint16(pos - 2) * 2);
+          open(view.getUint16(pos - 2) * 2, true, wrapped);
           break;
         case 0xdf:
           need(4);
           pos += 4;
-          container(view.getUint32(pos - 4) * 2);
+          open(view.getUint32(pos - 4) * 2, true, wrapped);
           break;
         default:
           fail(`invalid token 0x${token.toString(16)}`);
       }
   }
-  if (pos !== end) fail(`${end - pos} trailing bytes after the value`);
+  if (pos !== end) {
+    at = pos;
+    fail(`${end - pos} trailing bytes after the value`);
+  }
 }

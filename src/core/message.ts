@@ -1,4 +1,5 @@
 import { decode, encode } from './codec.js';
+import { DecodeError } from './errors.js';
 
 /**
  * The fixed binary header that precedes every payload on a stream.
@@ -109,12 +110,26 @@ export class Message implements MessageHeader {
    * The payload as a value: decoded msgpack, or the bytes themselves for a raw
    * message. Decoded once and cached.
    * @param router the router Senders in the payload are bound to (required
-   *   for payloads that may carry them: call arguments, results, receiver values).
-   * @throws Error when the payload is not valid msgpack.
+   *   for payloads that may carry them: call arguments, results, receiver
+   *   values). They act under this message's auth ID when it is less trusted
+   *   than the router's own context (see `Sender`).
+   * @throws DecodeError when the payload is not a valid value (its message
+   *   names the context that sent it and the handle).
    */
   unpack(router?: unknown): unknown {
     if (this.isRaw) return this.data;
-    if (!this.decoded) this.decoded = { value: decode(this.data, router) };
+    if (!this.decoded) {
+      try {
+        this.decoded = { value: decode(this.data, router, this.auth) };
+      } catch (error) {
+        const name = (router as { nameOf?: (id: number) => string } | undefined)?.nameOf?.(this.src);
+        const from =
+          name && name !== `context ${this.src}` ? `context '${name}' (id ${this.src})` : `context ${this.src}`;
+        throw new DecodeError(
+          `cannot decode a message from ${from} to handle ${this.handle}: ${(error as Error).message}`,
+        );
+      }
+    }
     return this.decoded.value;
   }
 

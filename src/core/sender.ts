@@ -10,7 +10,9 @@ export const SENDER_CLOSED = 'closed by sender';
  * context (a `Receiver` there). Cheap to create; holds no resources.
  *
  * A Sender may itself be sent — as a call argument, say — and arrives bound
- * to the receiving context's router, so remote code can stream values back:
+ * to the receiving context's router, so remote code can stream values back
+ * (only a Sender aimed at a receiver travels: one aimed at a standard handle
+ * such as SHUTDOWN is refused when decoded, with `DecodeError`):
  *
  * ```ts
  * const progress = new Receiver<number>(router);
@@ -28,16 +30,33 @@ export class Sender<T = unknown> {
   readonly contextId: number;
   /** The receiver's handle in that context. */
   readonly handle: number;
+  /**
+   * The context under whose authority its messages act (their auth ID):
+   * this context for a Sender made here, or the less trusted context a
+   * decoded Sender came from (see the constructor).
+   */
+  readonly authority: number;
 
   /**
    * @param router the router of the context sending.
    * @param contextId the context the receiver lives in.
    * @param handle the receiver's handle in that context.
+   * @param authority the auth ID of the message this Sender arrived in, when
+   *   it was decoded from one. A Sender handed over by a descendant (or any
+   *   context that is not this one or an ancestor) keeps that context's
+   *   authority, so a child cannot borrow its parent's by having the parent
+   *   send for it; from this context or an ancestor it takes this
+   *   context's own ID, as the router could not prove an ancestor's
+   *   authority on the wire. Default: this context's own ID.
    */
-  constructor(router: Router, contextId: number, handle: number) {
+  constructor(router: Router, contextId: number, handle: number, authority?: number) {
     this.router = router;
     this.contextId = contextId;
     this.handle = handle;
+    this.authority =
+      authority === undefined || authority === router.id || router.parentIds.indexOf(authority) >= 0
+        ? router.id
+        : authority;
   }
 
   /**
@@ -48,7 +67,7 @@ export class Sender<T = unknown> {
   send(value: T): void {
     this.router.send(
       Message.encoded(
-        { dst: this.contextId, src: this.router.id, auth: this.router.id, handle: this.handle, replyTo: 0 },
+        { dst: this.contextId, src: this.router.id, auth: this.authority, handle: this.handle, replyTo: 0 },
         value,
       ),
     );
@@ -61,7 +80,7 @@ export class Sender<T = unknown> {
         {
           dst: this.contextId,
           src: this.router.id,
-          auth: this.router.id,
+          auth: this.authority,
           handle: this.handle,
           replyTo: 0,
           flags: FLAG_DEAD,
@@ -82,4 +101,4 @@ export class Sender<T = unknown> {
   }
 }
 
-setSenderFactory((router, contextId, handle) => new Sender(router as Router, contextId, handle));
+setSenderFactory((router, contextId, handle, authority) => new Sender(router as Router, contextId, handle, authority));
