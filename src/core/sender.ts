@@ -1,6 +1,6 @@
 import { encode, SENDER_REFERENCE, setSenderFactory } from './codec.js';
 import { FLAG_DEAD, Message } from './message.js';
-import type { Router } from './router.js';
+import { type Router, type RouterLike, switchOf } from './router.js';
 
 /** Reason a receiver sees when its sender closed it on purpose. */
 export const SENDER_CLOSED = 'closed by sender';
@@ -38,7 +38,7 @@ export class Sender<T = unknown> {
   readonly authority: number;
 
   /**
-   * @param router the router of the context sending.
+   * @param router the router of the context sending (the master's `Router`, or a context's own).
    * @param contextId the context the receiver lives in.
    * @param handle the receiver's handle in that context.
    * @param authority the auth ID of the message this Sender arrived in, when
@@ -49,14 +49,13 @@ export class Sender<T = unknown> {
    *   context's own ID, as the router could not prove an ancestor's
    *   authority on the wire. Default: this context's own ID.
    */
-  constructor(router: Router, contextId: number, handle: number, authority?: number) {
-    this.router = router;
+  constructor(router: RouterLike, contextId: number, handle: number, authority?: number) {
+    const core = switchOf(router);
+    this.router = core;
     this.contextId = contextId;
     this.handle = handle;
     this.authority =
-      authority === undefined || authority === router.id || router.parentIds.indexOf(authority) >= 0
-        ? router.id
-        : authority;
+      authority === undefined || authority === core.id || core.parentIds.indexOf(authority) >= 0 ? core.id : authority;
   }
 
   /**
