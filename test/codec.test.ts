@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DecodeError, UnsupportedValueError } from 'tendril';
-import { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH } from '#dist/core/codec.js';
+import { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH, MAX_OBJECTS } from '#dist/core/codec.js';
 import { FIRST_DYNAMIC_HANDLE, SHUTDOWN } from '#dist/core/handles.js';
 import { Router as CoreRouter } from '#dist/core/router.js';
 import { Sender } from '#dist/core/sender.js';
@@ -278,6 +278,25 @@ describe('codec', () => {
     const aggregate = roundTrip(new AggregateError([new Error('a')], 'many')) as AggregateError;
     assert.ok(aggregate instanceof AggregateError);
     assert.equal(aggregate.message, 'many');
+  });
+
+  test(`a payload of more than ${MAX_OBJECTS} tiny objects is refused before any is built`, () => {
+    // Empty arrays: one byte each on the wire, dozens of bytes each once built.
+    const count = MAX_OBJECTS + 10;
+    const payload = Buffer.alloc(5 + count, 0x90);
+    payload[0] = 0xdd;
+    payload.writeUInt32BE(count, 1);
+    const before = process.memoryUsage().heapUsed;
+    assert.throws(
+      () => decode(payload),
+      (error: unknown) => error instanceof DecodeError && /more than 2097152 arrays, maps, strings/.test(error.message),
+    );
+    assert.ok(process.memoryUsage().heapUsed - before < 32 * 1024 * 1024, 'nothing was built');
+    // Numbers are held inline and do not count.
+    const numbers = new Array(MAX_OBJECTS + 10).fill(7);
+    assert.equal((decode(encode(numbers)) as number[]).length, numbers.length);
+    const within = new Array(1000).fill([]);
+    assert.deepEqual(decode(encode(within)), within);
   });
 
   test(`bigints are limited to ${MAX_BIGINT_BYTES} bytes at both ends`, () => {

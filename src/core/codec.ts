@@ -31,6 +31,13 @@ const BIGINT_EXTENSION = 0x42;
 /** Deepest nesting a value may have; deeper values are refused before encoding and before decoding. */
 export const MAX_DEPTH = 512;
 /**
+ * Most containers, strings, binaries and extensions one payload may hold.
+ * Each becomes a heap object of some 20 to 50 bytes however few bytes it
+ * took on the wire, so this bounds what a payload of tiny values (a
+ * million empty arrays) can make the receiver allocate.
+ */
+export const MAX_OBJECTS = 1 << 21;
+/**
  * Largest bigint carried, in bytes of big-endian two's complement: 64 KiB,
  * so from -(2^524287) to 2^524287 - 1. Larger ones are refused at the sender
  * with `UnsupportedValueError` and at the receiver with `DecodeError`:
@@ -436,6 +443,8 @@ function checkPayload(bytes: Uint8Array): void {
   let top = 0;
   /** The token being read is the array a tag wraps. */
   let tagged = false;
+  /** Values read that become heap objects (see `MAX_OBJECTS`). */
+  let objects = 0;
   const fail = (why: string): never => {
     throw new DecodeError(`malformed payload at byte ${at}: ${why}`);
   };
@@ -490,6 +499,13 @@ function checkPayload(bytes: Uint8Array): void {
       fail(`a tag extension must wrap an array, not a value of type 0x${token.toString(16)}`);
     }
     if (token <= 0x7f || token >= 0xe0) continue; // fixint
+    // nil, booleans, floats and ints are held inline; everything else is an object.
+    const inline = (token >= 0xc0 && token <= 0xc3) || (token >= 0xca && token <= 0xd3);
+    if (!inline && ++objects > MAX_OBJECTS) {
+      fail(
+        `more than ${MAX_OBJECTS} arrays, maps, strings and binaries in one payload; send large collections as Buffers or in parts`,
+      );
+    }
     if (token <= 0x8f) open((token & 0x0f) * 2, true, wrapped);
     else if (token <= 0x9f) open(token & 0x0f, false, wrapped);
     else if (token <= 0xbf) skip(token & 0x1f);
