@@ -164,7 +164,8 @@ describe('a lying child cannot crash its parent through GET_MODULE', () => {
 
 describe('what a package name may reach', () => {
   // scratch/
-  //   app/main.cjs              the program's base: no package.json anywhere above it
+  //   package.json              a workspace around the program
+  //   app/package.json          the program's package, app/main.cjs its base
   //   node_modules/dep/         a package found by name from app/
   //   node_modules/evil/        its package.json's main points outside it, at ../../secret/index.js
   //   node_modules/bare/        a package without package.json
@@ -182,6 +183,8 @@ describe('what a package name may reach', () => {
       mkdirSync(dirname(join(scratch, path)), { recursive: true });
       writeFileSync(join(scratch, path), text);
     };
+    write('package.json', '{"name":"workspace","private":true}');
+    write('app/package.json', '{"name":"app"}');
     write('app/main.cjs', 'module.exports = "main";');
     write('app/sibling.cjs', 'module.exports = "sibling";');
     write('node_modules/dep/package.json', '{"name":"dep","main":"lib/index.js"}');
@@ -202,7 +205,7 @@ describe('what a package name may reach', () => {
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  test("the base's own directory is served, but not its parent", async () => {
+  test("the base's package is served, but not the directory around it", async () => {
     assert.equal(await child.call(tryRequire, './sibling.cjs'), 'value: "sibling"');
     assert.match(await child.call(tryRequire, '../outside.js'), /^ERR_TENDRIL_MODULE_REFUSED: /);
   });
@@ -210,7 +213,8 @@ describe('what a package name may reach', () => {
   test('a package found by name is served, and only its own directory becomes servable', async () => {
     assert.equal(await child.call(tryRequire, 'dep'), 'value: "dep util"');
     assert.equal(await child.call(tryRequire, 'bare'), 'value: "bare"');
-    // Trusting those packages did not make their parent, or anything above, servable.
+    // Trusting those packages (one without a package.json of its own) did not make the
+    // workspace around them, or anything else above them, servable.
     assert.match(await child.call(tryRequire, '../outside.js'), /^ERR_TENDRIL_MODULE_REFUSED: /);
     assert.match(await child.call(tryRequire, '../secret/other.js'), /^ERR_TENDRIL_MODULE_REFUSED: /);
   });

@@ -1,7 +1,7 @@
 import * as vm from 'node:vm';
 import { encode } from './codec.js';
-import { ModuleRequestError } from './errors.js';
-import { GET_MODULE, HANDLE_NAMES } from './handles.js';
+import { ModuleRequestError, ProtocolError } from './errors.js';
+import { GET_MODULE } from './handles.js';
 import { Message } from './message.js';
 import {
   closureOf,
@@ -89,8 +89,12 @@ interface LoadedModule {
   loaded: boolean;
 }
 
-/** Negative answers (missing, refused) remembered at most; a child asking for endless unique names must not grow this context. */
-const MAX_NEGATIVE_ANSWERS = 1000;
+/**
+ * Resolutions remembered at most, oldest forgotten first (then asked
+ * again if needed): a child asking for endless unique names, or from
+ * endless unique files, must not grow the context serving it.
+ */
+const MAX_REMEMBERED_RESOLUTIONS = 10_000;
 
 /**
  * A child's module system for code shipped from the master. Files arrive
@@ -114,9 +118,8 @@ export class Importer {
     modulesLoaded: 0,
   };
   private readonly files = new Map<string, FileRecord>();
+  /** What each request resolved to, by `resolutionKey`, oldest first. */
   private readonly resolved = new Map<string, Target>();
-  /** Keys of `resolved` holding a missing or refused target, oldest first. */
-  private readonly negative = new Set<string>();
   /**
    * Loaded modules by path: every `require.cache` in this context is this
    * object, as in Node, so deleting an entry makes the next `require()`
@@ -373,17 +376,12 @@ export class Importer {
     return false;
   }
 
-  /** Records what a specifier resolved to; only the latest negative answers are kept. */
+  /** Records what a specifier resolved to; only the latest `MAX_REMEMBERED_RESOLUTIONS` are kept. */
   private remember(key: string, target: Target): void {
+    this.resolved.delete(key);
     this.resolved.set(key, target);
-    if (!('missing' in target || 'refused' in target)) return;
-    this.negative.delete(key);
-    this.negative.add(key);
-    if (this.negative.size > MAX_NEGATIVE_ANSWERS) {
-      const oldest = this.negative.values().next().value as string;
-      this.negative.delete(oldest);
-      this.resolved.delete(oldest);
-    }
+    if (this.resolved.size > MAX_REMEMBERED_RESOLUTIONS)
+      this.resolved.delete(this.resolved.keys().next().value as string);
   }
 
   /**
@@ -393,6 +391,8 @@ export class Importer {
    * one answer and nothing escapes into an unhandled rejection.
    */
   private onGetModule(message: Message, stream: Stream | undefined): void {
+    // Nothing could tell the child what was resolved, or mark files as sent: not worth any work.
+    if (message.replyTo === 0) return;
     this.answer(message, stream).then(
       (reply) => this.send(message, reply),
       (error: unknown) => this.send(message, errorReply(error instanceof Error ? error.message : String(error))),
@@ -427,15 +427,12 @@ export class Importer {
   /**
    * The reply to a child's GET_MODULE message, from this context's cache,
    * fetching from the parent what is not there yet.
-   * @throws Error when the request is malformed or over the limits, or the parent's answer failed.
+   * @throws ProtocolError when the request is malformed.
+   * @throws ModuleRequestError when the child has too many requests waiting, or the parent's answer failed.
    */
   private async answer(message: Message, stream: Stream | undefined): Promise<ModuleReply> {
     const request = parseModuleRequest(message.unpack());
-    if (typeof request === 'string') {
-      throw new Error(
-        `malformed ${HANDLE_NAMES[GET_MODULE]} message from context '${this.router.nameOf(message.src)}': ${request}`,
-      );
-    }
+    if (typeof request === 'string') throw new ProtocolError('GET_MODULE', this.router.nameOf(message.src), request);
     const { from, specs, kind } = request;
     return this.limiter.run(
       stream ?? message.src,

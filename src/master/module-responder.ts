@@ -264,6 +264,8 @@ export class ModuleResponder {
    * nothing escapes into an unhandled rejection.
    */
   private onGetModule(message: Message, stream: Stream | undefined): void {
+    // Nothing could tell the child what was resolved, or mark files as sent: not worth any work.
+    if (message.replyTo === 0) return;
     this.answer(message, stream).then(
       (reply) => this.send(message, reply),
       (error: unknown) => this.send(message, errorReply(messageOf(error))),
