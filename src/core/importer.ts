@@ -389,6 +389,9 @@ export class Importer {
    * reply is sent: `answer` computes it (or throws, which becomes an
    * error reply), and `send` cannot throw, so every request gets exactly
    * one answer and nothing escapes into an unhandled rejection.
+   * When this becomes the router's `serve()`, what `send` does after
+   * sending (marking the reply's files as sent) must still follow the
+   * send, never precede it.
    */
   private onGetModule(message: Message, stream: Stream | undefined): void {
     // Nothing could tell the child what was resolved, or mark files as sent: not worth any work.
