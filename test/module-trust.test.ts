@@ -385,6 +385,32 @@ describe('module requests in flight are bounded per child', () => {
   });
 });
 
+describe('a child that asks only through its importer', () => {
+  let router: Router;
+  before(() => {
+    router = new Router();
+  });
+  after(() => router.shutdown());
+
+  test('is never refused for being busy, however many imports it starts at once', async () => {
+    const child = await router.local({ name: 'eager' });
+    const count = 4 * MAX_WAITING_MODULE_REQUESTS;
+    const codes = await child.call(async (n: number) => {
+      const results = await Promise.all(
+        Array.from({ length: n }, (_, i) =>
+          import(`not-installed-${i}`).then(
+            () => 'loaded',
+            (error: { code?: string }) => error.code,
+          ),
+        ),
+      );
+      return [...new Set(results)];
+    }, count);
+    assert.deepEqual(codes, ['MODULE_NOT_FOUND']);
+    assert.equal(router.moduleStats().busy, 0);
+  });
+});
+
 /** Polls `condition` every 20 ms until it holds; fails after a generous 60 s. */
 async function waitUntil(condition: () => boolean): Promise<void> {
   const deadline = Date.now() + 60_000;

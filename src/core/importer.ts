@@ -12,6 +12,8 @@ import {
   isBareSpecifier,
   isBuiltinSpecifier,
   MAX_SPECS_PER_REQUEST,
+  MAX_WAITING_MODULE_REQUESTS,
+  MODULE_REQUEST_CONCURRENCY,
   type ModuleKind,
   type ModuleReply,
   type ModuleRequest,
@@ -97,6 +99,14 @@ interface LoadedModule {
 const MAX_REMEMBERED_RESOLUTIONS = 10_000;
 
 /**
+ * Asynchronous requests this context has out to its parent at once: within
+ * what the parent lets one child have in flight (one left for a
+ * synchronous `require()`), so a context that asks only through its
+ * importer is never refused for being busy; more wait here.
+ */
+const MAX_OUTGOING_REQUESTS = MODULE_REQUEST_CONCURRENCY + MAX_WAITING_MODULE_REQUESTS - 1;
+
+/**
  * A child's module system for code shipped from the master. Files arrive
  * with the static closure of what was asked for and their specifiers
  * already resolved, so loading them needs no further round trip; a
@@ -135,6 +145,9 @@ export class Importer {
   ) => LoadedModule & Record<string, unknown>;
   /** GET_MODULE requests from children in flight, per child stream. */
   private readonly limiter = new RequestLimiter<Stream | number>();
+  /** Asynchronous requests out to the parent, and those waiting for a turn (see `MAX_OUTGOING_REQUESTS`). */
+  private outgoing = 0;
+  private readonly turns: (() => void)[] = [];
 
   /**
    * @param core the core's exports, handed to modules that require `tendril:core`.
@@ -337,12 +350,34 @@ export class Importer {
   private async fetchRounds(from: string, specs: string[], kind: ModuleKind): Promise<void> {
     const payload = encode({ from, specs, kind } satisfies ModuleRequest);
     for (;;) {
-      this.stats.requestsSent++;
-      const reply = await this.router.request(this.router.parentId, GET_MODULE, payload, {
-        what: `fetching ${specs.join(', ')}`,
-      });
+      await this.turn();
+      let reply: Message;
+      try {
+        this.stats.requestsSent++;
+        reply = await this.router.request(this.router.parentId, GET_MODULE, payload, {
+          what: `fetching ${specs.join(', ')}`,
+        });
+      } finally {
+        this.endTurn();
+      }
       if (!this.accept(reply, from, kind)) return;
     }
+  }
+
+  /** Waits until fewer than `MAX_OUTGOING_REQUESTS` requests are out to the parent, and takes a place. */
+  private turn(): Promise<void> {
+    if (this.outgoing < MAX_OUTGOING_REQUESTS) {
+      this.outgoing++;
+      return Promise.resolve();
+    }
+    // The place of the request that ends hands over to this one: `outgoing` stays as it is.
+    return new Promise((resolve) => this.turns.push(resolve));
+  }
+
+  private endTurn(): void {
+    const next = this.turns.shift();
+    if (next) next();
+    else this.outgoing--;
   }
 
   /**
