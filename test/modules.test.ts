@@ -301,3 +301,153 @@ describe('module caching through an intermediate', () => {
     await Promise.all([preferring.shutdown(), defaulting.shutdown()]);
   });
 });
+
+describe('require.cache in a context', () => {
+  let router: Router;
+  let child: Context;
+  let dir: string;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tendril-cache-'));
+    writeFileSync(join(dir, 'package.json'), '{"name":"cached"}');
+    // Counts its evaluations in a global, and reports what require.cache says about itself.
+    writeFileSync(
+      join(dir, 'counter.cjs'),
+      'globalThis.__evaluations = (globalThis.__evaluations || 0) + 1;\n' +
+        'module.exports = { evaluation: globalThis.__evaluations, isCached: require.cache[__filename] === module, cache: require.cache };',
+    );
+    writeFileSync(join(dir, 'data.json'), '{"answer":42}');
+    router = new Router();
+    child = await router.local({ name: 'cache' });
+  });
+  after(async () => {
+    await router.shutdown();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('require.cache[__filename] is the module, and every require shares one cache', async () => {
+    const result = await child.callWith({ base: dir }, () => {
+      const counter = require('./counter.cjs') as { evaluation: number; isCached: boolean; cache: unknown };
+      const data = require('./data.json') as unknown;
+      const path = require.resolve('./counter.cjs');
+      return {
+        isCached: counter.isCached,
+        shared: counter.cache === require.cache,
+        exportsInCache: require.cache[path]?.exports === counter,
+        jsonInCache: require.cache[require.resolve('./data.json')]?.exports === data,
+        evaluation: counter.evaluation,
+      };
+    });
+    assert.deepEqual(result, { isCached: true, shared: true, exportsInCache: true, jsonInCache: true, evaluation: 1 });
+  });
+
+  test('deleting a require.cache entry makes the next require() evaluate the file again', async () => {
+    const evaluations = await child.callWith({ base: dir }, () => {
+      const first = (require('./counter.cjs') as { evaluation: number }).evaluation;
+      const again = (require('./counter.cjs') as { evaluation: number }).evaluation;
+      delete require.cache[require.resolve('./counter.cjs')];
+      const fresh = require('./counter.cjs') as { evaluation: number; isCached: boolean };
+      return [first, again, fresh.evaluation, fresh.isCached];
+    });
+    assert.deepEqual(evaluations, [1, 1, 2, true]);
+  });
+});
+
+describe('module replies larger than maxMessageSize', () => {
+  const maxMessageSize = 64 * 1024;
+  let router: Router;
+  let dir: string;
+  const scratch: string[] = [];
+
+  /** A CommonJS file of about `bytes` bytes exporting `value`. */
+  const padded = (value: string, bytes: number) =>
+    `module.exports = ${JSON.stringify(value)};\n${`// ${'x'.repeat(76)}\n`.repeat(Math.ceil(bytes / 80))}`;
+
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'tendril-large-'));
+    writeFileSync(join(dir, 'package.json'), '{"name":"large"}');
+    // Four files, 90 KB in all: more than one 64 KiB message, though each fits in one.
+    writeFileSync(
+      join(dir, 'index.cjs'),
+      'module.exports = [require("./a.cjs"), require("./b.cjs"), require("./c.cjs")].join(" ");',
+    );
+    for (const name of ['a', 'b', 'c']) writeFileSync(join(dir, `${name}.cjs`), padded(name, 30_000));
+    // One file larger than a message can be.
+    writeFileSync(join(dir, 'huge.cjs'), padded('huge', 100_000));
+    writeFileSync(join(dir, 'uses-huge.cjs'), 'module.exports = require("./huge.cjs");');
+    router = new Router({ maxMessageSize });
+  });
+  after(async () => {
+    await router.shutdown();
+    for (const path of [dir, ...scratch]) rmSync(path, { recursive: true, force: true });
+  });
+
+  test('a context started via another answers calls (the connection layer reaches it)', async () => {
+    const middle = await router.local({ name: 'small-middle' });
+    const leaf = await router.local({ name: 'small-leaf', via: middle });
+    assert.equal(await leaf.call(() => process.ppid), middle.info.pid);
+    await middle.shutdown();
+  });
+
+  test('a closure larger than maxMessageSize loads, each file sent once, over several replies', async () => {
+    const child = await router.local({ name: 'large', ...bareTarget(scratch) });
+    const masterBefore = router.moduleStats();
+    const before = await child.moduleStats();
+    assert.equal(await child.callWith({ base: dir }, () => require('./index.cjs')), 'a b c');
+    const after = await child.moduleStats();
+    assert.equal(after.filesReceived - before.filesReceived, 4);
+    assert.ok(after.requestsSent - before.requestsSent >= 2, 'the reply was split');
+    assert.equal(router.moduleStats().filesSent - masterBefore.filesSent, 4, 'each file sent once');
+    await child.shutdown();
+  });
+
+  test('a computed require() of such a closure is fetched synchronously, over several replies', async () => {
+    const child = await router.local({ name: 'large-sync', ...bareTarget(scratch) });
+    const before = await child.moduleStats();
+    assert.equal(await child.callWith({ base: dir }, (spec: string) => require(spec), './index.cjs'), 'a b c');
+    const after = await child.moduleStats();
+    assert.ok(after.syncRequests - before.syncRequests >= 2, 'the reply was split');
+    assert.equal(after.filesReceived - before.filesReceived, 4);
+    await child.shutdown();
+  });
+
+  test('an intermediate serves such a closure to its children from its cache, split the same way', async () => {
+    const middle = await router.local({ name: 'large-middle', ...bareTarget(scratch) });
+    const leaves = [
+      await router.local({ name: 'large-leaf1', via: middle, ...bareTarget(scratch) }),
+      await router.local({ name: 'large-leaf2', via: middle, ...bareTarget(scratch) }),
+    ];
+    const masterBefore = router.moduleStats();
+    for (const leaf of leaves) {
+      assert.equal(await leaf.callWith({ base: dir }, () => require('./index.cjs')), 'a b c');
+      const stats = await leaf.moduleStats();
+      assert.equal(stats.filesReceived, 4);
+      assert.ok(stats.requestsSent >= 2, 'the reply from the intermediate was split');
+    }
+    assert.equal(router.moduleStats().filesSent - masterBefore.filesSent, 4, 'the master sent each file once');
+    await middle.shutdown();
+  });
+
+  test('a single file larger than maxMessageSize fails with a message naming it, its size and the limit', async () => {
+    const child = await router.local({ name: 'huge' });
+    for (const spec of ['./huge.cjs', './uses-huge.cjs']) {
+      const result = await child.callWith(
+        { base: dir },
+        (s: string) => {
+          try {
+            return require(s);
+          } catch (error) {
+            return `${(error as { code?: string }).code}: ${(error as Error).message}`;
+          }
+        },
+        spec,
+      );
+      assert.match(
+        result,
+        /^ERR_TENDRIL_MODULE_TOO_LARGE: \/.*\/huge\.cjs is \d{6} bytes, too large to send in one message \(maxMessageSize is 65536 bytes\); raise the master Router's maxMessageSize/,
+      );
+    }
+    assert.equal(await child.callWith({ base: dir }, () => require('./a.cjs')), 'a');
+    await child.shutdown();
+  });
+});

@@ -1,15 +1,26 @@
 import * as vm from 'node:vm';
 import { encode } from './codec.js';
+import { ModuleRequestError, ProtocolError } from './errors.js';
 import { GET_MODULE } from './handles.js';
 import { Message } from './message.js';
 import {
   closureOf,
+  emptyRecord,
+  errorReply,
   type FileRecord,
+  fitRecord,
   isBareSpecifier,
   isBuiltinSpecifier,
+  MAX_SPECS_PER_REQUEST,
+  MAX_WAITING_MODULE_REQUESTS,
+  MODULE_REQUEST_CONCURRENCY,
   type ModuleKind,
   type ModuleReply,
   type ModuleRequest,
+  ownValue,
+  packReply,
+  parseModuleRequest,
+  RequestLimiter,
   resolutionKey,
   type Target,
 } from './module-protocol.js';
@@ -69,10 +80,26 @@ export class NativeModuleError extends Error {
   }
 }
 
+/** A loaded module as `require.cache` holds it: a Node `Module`. */
 interface LoadedModule {
   exports: unknown;
   loaded: boolean;
 }
+
+/**
+ * Resolutions remembered at most, oldest forgotten first (then asked
+ * again if needed): a child asking for endless unique names, or from
+ * endless unique files, must not grow the context serving it.
+ */
+const MAX_REMEMBERED_RESOLUTIONS = 10_000;
+
+/**
+ * Asynchronous requests this context has out to its parent at once: within
+ * what the parent lets one child have in flight (one left for a
+ * synchronous `require()`), so a context that asks only through its
+ * importer is never refused for being busy; more wait here.
+ */
+const MAX_OUTGOING_REQUESTS = MODULE_REQUEST_CONCURRENCY + MAX_WAITING_MODULE_REQUESTS - 1;
 
 /**
  * A child's module system for code shipped from the master. Files arrive
@@ -96,12 +123,26 @@ export class Importer {
     modulesLoaded: 0,
   };
   private readonly files = new Map<string, FileRecord>();
+  /** What each request resolved to, by `resolutionKey`, oldest first. */
   private readonly resolved = new Map<string, Target>();
-  private readonly modules = new Map<string, LoadedModule>();
+  /**
+   * Loaded modules by path: every `require.cache` in this context is this
+   * object, as in Node, so deleting an entry makes the next `require()`
+   * evaluate the file again. No prototype: paths are data.
+   */
+  private readonly cache: Record<string, LoadedModule> = emptyRecord();
   private readonly sentTo = new Map<number, Set<string>>();
   private readonly inflight = new Map<string, Promise<void>>();
   private readonly builtins: readonly string[];
   private readonly requires = new Map<string, NodeJS.Require>();
+  private readonly Module: new (
+    id: string,
+  ) => LoadedModule & Record<string, unknown>;
+  /** GET_MODULE requests from children in flight, per child stream. */
+  private readonly limiter = new RequestLimiter<Stream | number>();
+  /** Asynchronous requests out to the parent, and those waiting for a turn (see `MAX_OUTGOING_REQUESTS`). */
+  private outgoing = 0;
+  private readonly turns: (() => void)[] = [];
 
   /**
    * @param core the core's exports, handed to modules that require `tendril:core`.
@@ -113,11 +154,14 @@ export class Importer {
     private readonly nativeRequire: NodeJS.Require,
     private readonly options: ImporterOptions,
   ) {
-    this.builtins = (nativeRequire('module') as { builtinModules: string[] }).builtinModules;
-    router.addHandler((message) => this.onGetModule(message), {
+    const moduleApi = nativeRequire('module') as { builtinModules: string[] } & Importer['Module'];
+    this.builtins = moduleApi.builtinModules;
+    this.Module = moduleApi;
+    router.addHandler((message, stream) => this.onGetModule(message, stream), {
       handle: GET_MODULE,
       policy: fromChildStream(router),
     });
+    router.on('disconnect', (contextId) => this.sentTo.delete(contextId));
   }
 
   /** A `require` for code in file `from` (a shipped function's base uses a file name in the base directory). */
@@ -137,7 +181,7 @@ export class Importer {
       if ('builtin' in target) return target.builtin;
       return this.fail(target, spec, from);
     }) as NodeJS.RequireResolve;
-    require.cache = Object.create(null);
+    require.cache = this.cache as NodeJS.Require['cache'];
     return require;
   }
 
@@ -189,7 +233,7 @@ export class Importer {
       }
     }
     // A file's recorded dependencies are its static imports, which reach a child as require() calls.
-    const fromFile = kind === 'require' ? this.files.get(from)?.deps[spec] : undefined;
+    const fromFile = kind === 'require' ? ownValue(this.files.get(from)?.deps, spec) : undefined;
     return fromFile ?? this.resolved.get(resolutionKey(kind, from, spec));
   }
 
@@ -216,21 +260,24 @@ export class Importer {
   }
 
   private loadFile(path: string): unknown {
-    const cached = this.modules.get(path);
+    const cached = ownValue(this.cache, path);
     if (cached) return cached.exports;
     const record = this.files.get(path);
     if (!record) throw Object.assign(new Error(`module ${path} was not received`), { code: 'MODULE_NOT_FOUND' });
-    if (record.format === 'error') throw new SyntaxError(record.source);
-    if (record.format === 'json') {
-      const module: LoadedModule = { exports: JSON.parse(record.source), loaded: true };
-      this.modules.set(path, module);
-      return module.exports;
+    if (record.format === 'error') {
+      if (record.code !== undefined) throw Object.assign(new Error(record.source), { code: record.code });
+      throw new SyntaxError(record.source);
     }
-    const Module = this.nativeRequire('module') as new (id: string) => LoadedModule & Record<string, unknown>;
-    const module = new Module(path);
+    const module = new this.Module(path);
     module.filename = path;
     module.paths = [];
-    this.modules.set(path, module);
+    if (record.format === 'json') {
+      module.exports = JSON.parse(record.source);
+      module.loaded = true;
+      this.cache[path] = module;
+      return module.exports;
+    }
+    this.cache[path] = module;
     const dirname = path.slice(0, path.lastIndexOf('/')) || '/';
     try {
       const fn = vm.compileFunction(
@@ -250,7 +297,7 @@ export class Importer {
         meta,
       );
     } catch (error) {
-      this.modules.delete(path);
+      if (this.cache[path] === module) delete this.cache[path];
       throw error;
     }
     module.loaded = true;
@@ -258,91 +305,192 @@ export class Importer {
     return module.exports;
   }
 
+  /**
+   * Fetches `specs` from the parent synchronously (blocking this thread
+   * until each reply arrives), repeating the request while replies are
+   * partial.
+   * @throws ModuleRequestError when the parent answers with an error.
+   */
   private fetchSync(from: string, specs: string[], kind: ModuleKind): void {
-    this.stats.requestsSent++;
-    this.stats.syncRequests++;
-    const message = Message.encoded(
-      { dst: this.router.parentId, src: this.router.id, auth: this.router.id, handle: GET_MODULE, replyTo: 0 },
-      { from, specs, kind } satisfies ModuleRequest,
-    );
-    const reply = this.options.requestSync(message);
-    this.accept(reply, from, kind);
+    const request: ModuleRequest = { from, specs, kind };
+    for (;;) {
+      this.stats.requestsSent++;
+      this.stats.syncRequests++;
+      const message = Message.encoded(
+        { dst: this.router.parentId, src: this.router.id, auth: this.router.id, handle: GET_MODULE, replyTo: 0 },
+        request,
+      );
+      if (!this.accept(this.options.requestSync(message), from, kind)) return;
+    }
   }
 
+  /** Fetches `specs` and their closures from the parent; concurrent fetches of the same list share one. */
   private fetch(from: string, specs: string[], kind: ModuleKind): Promise<void> {
+    if (specs.length > MAX_SPECS_PER_REQUEST) {
+      const parts: Promise<void>[] = [];
+      for (let i = 0; i < specs.length; i += MAX_SPECS_PER_REQUEST)
+        parts.push(this.fetch(from, specs.slice(i, i + MAX_SPECS_PER_REQUEST), kind));
+      return Promise.all(parts).then(() => undefined);
+    }
     const key = resolutionKey(kind, from, specs.join('\0'));
     let pending = this.inflight.get(key);
     if (!pending) {
-      this.stats.requestsSent++;
-      pending = this.router
-        .request(this.router.parentId, GET_MODULE, encode({ from, specs, kind } satisfies ModuleRequest), {
-          what: `fetching ${specs.join(', ')}`,
-        })
-        .then((reply) => this.accept(reply, from, kind))
-        .finally(() => this.inflight.delete(key));
+      pending = this.fetchRounds(from, specs, kind).finally(() => this.inflight.delete(key));
       this.inflight.set(key, pending);
     }
     return pending;
   }
 
-  private accept(reply: Message, from: string, kind: ModuleKind): void {
-    if (reply.isDead) throw new Error(`module request failed: ${reply.unpack()}`);
-    const { resolved, files } = reply.unpack() as ModuleReply;
+  /** Sends the same request until a reply is not partial. */
+  private async fetchRounds(from: string, specs: string[], kind: ModuleKind): Promise<void> {
+    const payload = encode({ from, specs, kind } satisfies ModuleRequest);
+    for (;;) {
+      await this.turn();
+      let reply: Message;
+      try {
+        this.stats.requestsSent++;
+        reply = await this.router.request(this.router.parentId, GET_MODULE, payload, {
+          what: `fetching ${specs.join(', ')}`,
+        });
+      } finally {
+        this.endTurn();
+      }
+      if (!this.accept(reply, from, kind)) return;
+    }
+  }
+
+  /** Waits until fewer than `MAX_OUTGOING_REQUESTS` requests are out to the parent, and takes a place. */
+  private turn(): Promise<void> {
+    if (this.outgoing < MAX_OUTGOING_REQUESTS) {
+      this.outgoing++;
+      return Promise.resolve();
+    }
+    // The place of the request that ends hands over to this one: `outgoing` stays as it is.
+    return new Promise((resolve) => this.turns.push(resolve));
+  }
+
+  private endTurn(): void {
+    const next = this.turns.shift();
+    if (next) next();
+    else this.outgoing--;
+  }
+
+  /**
+   * Takes in a reply: its files, then (in the last reply) its targets.
+   * @returns true when the reply is partial: more files follow on the same request.
+   * @throws ModuleRequestError when the reply reports an error, or is
+   *   partial without bringing anything new (it would never end).
+   */
+  private accept(reply: Message, from: string, kind: ModuleKind): boolean {
+    if (reply.isDead) throw new ModuleRequestError(`module request failed: ${reply.unpack()}`);
+    const { resolved, files, partial, error } = reply.unpack() as ModuleReply;
+    if (typeof error === 'string') throw new ModuleRequestError(error);
+    let received = 0;
     for (const file of files) {
       if (!this.files.has(file.path)) {
         this.files.set(file.path, file);
         this.stats.filesReceived++;
         this.stats.bytesReceived += file.source.length;
+        received++;
       }
     }
-    for (const [spec, target] of Object.entries(resolved)) this.resolved.set(resolutionKey(kind, from, spec), target);
+    if (partial === true) {
+      if (received === 0) {
+        throw new ModuleRequestError(`the parent sent a partial module reply with no new file (fetching from ${from})`);
+      }
+      return true;
+    }
+    for (const spec of Object.keys(resolved)) {
+      this.remember(resolutionKey(kind, from, spec), resolved[spec] as Target);
+    }
+    return false;
   }
 
-  private onGetModule(message: Message): void {
-    let request: unknown;
+  /** Records what a specifier resolved to; only the latest `MAX_REMEMBERED_RESOLUTIONS` are kept. */
+  private remember(key: string, target: Target): void {
+    this.resolved.delete(key);
+    this.resolved.set(key, target);
+    if (this.resolved.size > MAX_REMEMBERED_RESOLUTIONS)
+      this.resolved.delete(this.resolved.keys().next().value as string);
+  }
+
+  /**
+   * Handles one GET_MODULE message from a child. This is the only place a
+   * reply is sent: `answer` computes it (or throws, which becomes an
+   * error reply), and `send` cannot throw, so every request gets exactly
+   * one answer and nothing escapes into an unhandled rejection.
+   * When this becomes the router's `serve()`, what `send` does after
+   * sending (marking the reply's files as sent) must still follow the
+   * send, never precede it.
+   */
+  private onGetModule(message: Message, stream: Stream | undefined): void {
+    // Nothing could tell the child what was resolved, or mark files as sent: not worth any work.
+    if (message.replyTo === 0) return;
+    this.answer(message, stream).then(
+      (reply) => this.send(message, reply),
+      (error: unknown) => this.send(message, errorReply(error instanceof Error ? error.message : String(error))),
+    );
+  }
+
+  /** Sends `reply`, then records the files it carried as sent to that child. Never throws. */
+  private send(message: Message, reply: ModuleReply): void {
     try {
-      request = message.unpack();
-    } catch {
-      request = undefined;
-    }
-    if (!isModuleRequest(request)) {
-      this.router.reply(message, { resolved: {}, files: [] } satisfies ModuleReply);
+      this.router.reply(message, reply);
+    } catch (error) {
+      try {
+        this.router.reply(message, errorReply(`context '${this.router.name}' could not send its answer: ${error}`));
+      } catch {
+        // The child is unreachable; there is nobody left to tell.
+      }
       return;
     }
+    if (reply.files.length === 0) return;
+    let sent = this.sentTo.get(message.src);
+    if (!sent) {
+      sent = new Set();
+      this.sentTo.set(message.src, sent);
+    }
+    for (const file of reply.files) {
+      sent.add(file.path);
+      this.stats.filesSent++;
+      this.stats.bytesSent += file.source.length;
+    }
+  }
+
+  /**
+   * The reply to a child's GET_MODULE message, from this context's cache,
+   * fetching from the parent what is not there yet.
+   * @throws ProtocolError when the request is malformed.
+   * @throws ModuleRequestError when the child has too many requests waiting, or the parent's answer failed.
+   */
+  private async answer(message: Message, stream: Stream | undefined): Promise<ModuleReply> {
+    const request = parseModuleRequest(message.unpack());
+    if (typeof request === 'string') throw new ProtocolError('GET_MODULE', this.router.nameOf(message.src), request);
     const { from, specs, kind } = request;
-    const missing = specs.filter((spec) => !this.knownTarget(from, spec, kind, false));
-    const ready = missing.length === 0 ? Promise.resolve() : this.fetch(from, missing, kind);
-    ready.then(
-      () => {
+    return this.limiter.run(
+      stream ?? message.src,
+      message.data.length,
+      `context '${this.router.nameOf(message.src)}'`,
+      async () => {
+        const missing = specs.filter((spec) => !this.knownTarget(from, spec, kind, false));
+        if (missing.length > 0) await this.fetch(from, missing, kind);
         this.stats.requestsServed++;
         if (missing.length === 0) this.stats.servedFromCache++;
-        const resolved: Record<string, Target> = {};
+        const resolved = emptyRecord<Target>();
         for (const spec of specs) resolved[spec] = this.knownTarget(from, spec, kind, false) ?? unanswered(spec, from);
-        this.router.reply(message, { resolved, files: this.filesFor(message.src, Object.values(resolved)) });
-      },
-      (error: Error) => {
-        const resolved: Record<string, Target> = {};
-        for (const spec of specs) resolved[spec] = { missing: `could not fetch '${spec}': ${error.message}` };
-        this.router.reply(message, { resolved, files: [] } satisfies ModuleReply);
+        return packReply(resolved, this.unsentFiles(message.src, resolved), this.router.maxMessageSize).reply;
       },
     );
   }
 
-  /** Files of the closure of `targets` that child `childId` has not been sent yet. */
-  private filesFor(childId: number, targets: Target[]): FileRecord[] {
-    let sent = this.sentTo.get(childId);
-    if (!sent) {
-      sent = new Set();
-      this.sentTo.set(childId, sent);
-    }
+  /** Files of the closure of `resolved` that child `childId` has not been sent yet, each fitted to a message. */
+  private unsentFiles(childId: number, resolved: Record<string, Target>): FileRecord[] {
+    const sent = this.sentTo.get(childId);
     const files: FileRecord[] = [];
+    const targets = Object.keys(resolved).map((spec) => resolved[spec] as Target);
     for (const path of closureOf(targets, (path) => this.files.get(path)?.deps)) {
       const file = this.files.get(path);
-      if (!file || sent.has(path)) continue;
-      sent.add(path);
-      files.push(file);
-      this.stats.filesSent++;
-      this.stats.bytesSent += file.source.length;
+      if (file && !sent?.has(path)) files.push(fitRecord(file, this.router.maxMessageSize));
     }
     return files;
   }
@@ -351,18 +499,6 @@ export class Importer {
 /** The target of a specifier the parent's reply said nothing about. */
 function unanswered(spec: string, from: string): Target {
   return { missing: `Cannot find module '${spec}' from '${from}': the parent's reply did not resolve it` };
-}
-
-function isModuleRequest(value: unknown): value is ModuleRequest {
-  const request = value as ModuleRequest;
-  return (
-    typeof request === 'object' &&
-    request !== null &&
-    typeof request.from === 'string' &&
-    Array.isArray(request.specs) &&
-    request.specs.every((spec) => typeof spec === 'string') &&
-    (request.kind === 'require' || request.kind === 'import')
-  );
 }
 
 /** What `import()` of a loaded module resolves with, following Node's CommonJS interop. */

@@ -1,7 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { dirname, extname, join, resolve as resolvePath } from 'node:path';
 import type { Plugin } from 'esbuild';
-import { closureOf, isBuiltinSpecifier, type ModuleKind, packageNameOf, type Target } from '../core/module-protocol.js';
+import {
+  closureOf,
+  emptyRecord,
+  isBuiltinSpecifier,
+  type ModuleKind,
+  packageNameOf,
+  type Target,
+} from '../core/module-protocol.js';
 import { esbuildIfLoaded, loadEsbuild } from './esbuild.js';
 
 /** Decides whether a resolved file may be shipped; returns the reason when it may not. */
@@ -32,7 +39,7 @@ let open = 0;
  * walk files not seen before.
  */
 export class ModuleGraph {
-  /** Resolved static dependencies of every analysed file. */
+  /** Resolved static dependencies of every analysed file (null-prototype records: specifiers are data). */
   readonly deps = new Map<string, Record<string, Target>>();
   /** Files that could not be parsed, with the message to throw when loaded. */
   readonly broken = new Map<string, string>();
@@ -84,7 +91,7 @@ export class ModuleGraph {
     specs: string[],
     kind: ModuleKind,
   ): Promise<{ resolved: Record<string, Target>; closure: string[] }> {
-    const resolved: Record<string, Target> = {};
+    const resolved = emptyRecord<Target>();
     const pending: string[] = [];
     for (const spec of specs) {
       const preset = this.preset(spec);
@@ -106,7 +113,7 @@ export class ModuleGraph {
       .join('\n');
     // A syntax error stops esbuild; such files are recorded as broken and the walk runs again without them.
     for (let attempt = 0; attempt < 20; attempt++) {
-      const entry: Record<string, Target> = {};
+      const entry = emptyRecord<Target>();
       const found = new Map<string, Record<string, Target>>();
       try {
         await (await loadEsbuild()).build({
@@ -142,7 +149,7 @@ export class ModuleGraph {
         continue;
       }
       for (const [path, deps] of found) this.deps.set(path, deps);
-      for (const path of this.broken.keys()) if (!this.deps.has(path)) this.deps.set(path, {});
+      for (const path of this.broken.keys()) if (!this.deps.has(path)) this.deps.set(path, emptyRecord());
       return entry;
     }
     throw new Error(`too many unparsable files reached from ${from}`);
@@ -166,7 +173,7 @@ export class ModuleGraph {
             }
             let deps = found.get(importer);
             if (!deps) {
-              deps = {};
+              deps = emptyRecord();
               found.set(importer, deps);
             }
             deps[args.path] = target;
@@ -212,7 +219,7 @@ export class ModuleGraph {
           record({ path });
           // Known files need no second walk; their closure comes from what is recorded.
           if (this.deps.has(path) || this.broken.has(path)) return { path, external: true };
-          if (!found.has(path)) found.set(path, {});
+          if (!found.has(path)) found.set(path, emptyRecord());
           return { path };
         });
         // Extensionless files (bin scripts) are JavaScript to Node.

@@ -1,22 +1,33 @@
 import { existsSync, realpathSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
-import { dirname, join, sep } from 'node:path';
+import { homedir } from 'node:os';
+import { basename, dirname, isAbsolute, join, resolve as resolvePath, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CALL_FILE } from '../core/dispatcher.js';
+import { ProtocolError } from '../core/errors.js';
 import { GET_MODULE } from '../core/handles.js';
 import { CONNECTION_MODULE_ID, CORE_MODULE_ID } from '../core/importer.js';
 import { logger } from '../core/log.js';
 import type { Message } from '../core/message.js';
 import {
+  bareSpecifierPackage,
+  emptyRecord,
+  errorReply,
   type FileRecord,
+  fitRecord,
+  hasDotSegments,
   isBareSpecifier,
-  type ModuleKind,
   type ModuleReply,
   type ModuleRequest,
+  ownValue,
+  packReply,
+  parseModuleRequest,
+  RequestLimiter,
   type Target,
 } from '../core/module-protocol.js';
 import { fromChildStream } from '../core/policy.js';
 import type { Router } from '../core/router.js';
+import type { Stream } from '../core/stream.js';
 import { assetPath } from './assets.js';
 import { ModuleGraph } from './module-graph.js';
 import { ModuleSources } from './module-source.js';
@@ -25,7 +36,7 @@ const debug = logger('responder');
 
 /** Module forwarding counters of the master, per requesting context and in total. */
 export interface ResponderStats {
-  /** GET_MODULE requests answered. */
+  /** GET_MODULE requests answered (each round of a reply split into several counts once). */
   requests: number;
   /** Files sent. */
   filesSent: number;
@@ -35,12 +46,17 @@ export interface ResponderStats {
   filesRead: number;
   /** Specifiers refused because they resolved outside the allowed roots. */
   refused: number;
+  /** Requests answered at once with an error because their requester had too many waiting. */
+  busy: number;
   /** The same counters for each context that asked (a direct child, or an intermediate asking for its subtree). */
   byContext: Record<number, { requests: number; filesSent: number; bytesSent: number }>;
 }
 
 /** Called when a request is refused, with a message naming what and why. */
 export type RefusalListener = (message: string) => void;
+
+/** Roots listed in a refusal message; more are summarised, so replies stay small. */
+const ROOTS_LISTED = 5;
 
 /**
  * The master's answer to GET_MODULE, and the only reader of module source
@@ -49,7 +65,13 @@ export type RefusalListener = (message: string) => void;
  * sent, and serves only files under its roots: the packages of the
  * modules and base directories the program used, packages those reach by
  * name, and tendril itself. Anything else (`/etc/shadow`, `../../`, a
- * symlink out of a root) is refused and logged.
+ * symlink out of a root, `dep/../../x`) is refused and logged.
+ *
+ * A child controls what it asks, so everything it can make the master hold
+ * is bounded: requests are resolved a few at a time per child stream, a
+ * bounded number wait, and the rest are answered at once with an error;
+ * replies never exceed `maxMessageSize` (a large closure is sent in several
+ * replies); no object is keyed by a specifier with a prototype to pollute.
  */
 export class ModuleResponder {
   private readonly roots = new Set<string>();
@@ -57,12 +79,16 @@ export class ModuleResponder {
   private readonly trusted = new Set<string>();
   /** Files shipped functions were told to resolve from, for error messages. */
   private readonly callBases = new Set<string>();
+  /** Per requesting context, the files it was sent (after the reply carrying them was). */
   private readonly sentTo = new Map<number, Set<string>>();
   private readonly sources = new ModuleSources();
+  private readonly records = new Map<string, Promise<FileRecord>>();
   private readonly graph: ModuleGraph;
   private readonly connectionPath: string;
-  private readonly counters = { requests: 0, filesSent: 0, bytesSent: 0, refused: 0 };
-  private readonly byContext: ResponderStats['byContext'] = {};
+  private readonly counters = { requests: 0, filesSent: 0, bytesSent: 0, refused: 0, busy: 0 };
+  private readonly byContext = new Map<number, { requests: number; filesSent: number; bytesSent: number }>();
+  /** Requests in flight per child stream (a child speaks for its whole subtree, whatever IDs it uses). */
+  private readonly limiter = new RequestLimiter<Stream | number>();
 
   /**
    * @param router the master's router; GET_MODULE is served on it.
@@ -79,10 +105,12 @@ export class ModuleResponder {
       (spec, importer, resolved) => this.check(spec, importer, resolved),
       (spec) => this.preset(spec),
     );
-    router.addHandler((message) => void this.onGetModule(message), {
+    router.addHandler((message, stream) => this.onGetModule(message, stream), {
       handle: GET_MODULE,
       policy: fromChildStream(router),
     });
+    // A context that is gone asks nothing more; what it was sent need not be remembered.
+    router.on('disconnect', (contextId) => this.sentTo.delete(contextId));
   }
 
   /** Prepares module analysis before it is first needed (see `ModuleGraph.warm`). */
@@ -97,7 +125,9 @@ export class ModuleResponder {
 
   /** Counters so far. */
   stats(): ResponderStats {
-    return { ...this.counters, filesRead: this.sources.filesRead, byContext: structuredClone(this.byContext) };
+    const byContext: ResponderStats['byContext'] = {};
+    for (const [contextId, counts] of this.byContext) byContext[contextId] = { ...counts };
+    return { ...this.counters, filesRead: this.sources.filesRead, byContext };
   }
 
   /**
@@ -113,38 +143,49 @@ export class ModuleResponder {
   }
 
   /**
-   * Allows serving the package `location` lies in (the nearest directory
-   * with a package.json, or the location's own directory). Returns the
-   * location unchanged. Specifiers that are not paths are ignored: they are
-   * resolved from a trusted base.
+   * Allows serving the package `location` lies in: the nearest directory
+   * with a package.json at or above it, else the location's own directory
+   * (a file's directory). A directory implicitly taken is never `/`, a
+   * home directory or a parent of one (see `tooBroad`): then the
+   * location's own directory is taken instead, and if that too is too
+   * broad, only the location itself when it is a file. Returns the
+   * location unchanged. Specifiers that are not paths are ignored: they
+   * are resolved from a trusted base.
    */
   trust(location: string): string {
     if (!location.startsWith(sep) || this.trusted.has(location)) return location;
     if (this.trusted.size >= 10_000) this.trusted.clear();
     this.trusted.add(location);
     let dir = location;
+    let file: string | undefined;
     try {
-      if (statSync(location).isFile()) dir = dirname(location);
+      if (statSync(location).isFile()) {
+        dir = dirname(location);
+        file = location;
+      }
     } catch {
       dir = dirname(location);
     }
-    for (let probe = dir; ; probe = dirname(probe)) {
-      if (existsSync(join(probe, 'package.json'))) {
-        dir = probe;
-        break;
-      }
-      if (dirname(probe) === probe) break;
-    }
-    try {
-      const root = realpathSync(dir);
-      // A base with no package above it up to `/` must not make the whole file system servable.
-      if (root === sep) {
-        debug('not serving %s: the only directory it could stand for is /', location);
-        return location;
-      }
+    const own = realpathOrUndefined(dir);
+    // A base that does not exist has nothing to serve.
+    if (own === undefined) return location;
+    const manifestDir = nearestPackageDirectory(dir);
+    const pkg = manifestDir === undefined ? undefined : realpathOrUndefined(manifestDir);
+    const root = pkg !== undefined && !tooBroad(pkg) ? pkg : own;
+    if (!tooBroad(root)) {
       this.roots.add(root);
-    } catch {
-      // A base that does not exist has nothing to serve.
+      return location;
+    }
+    if (file !== undefined) {
+      const real = realpathOrUndefined(file) ?? file;
+      debug(
+        'serving only %s: its directory %s is too broad to serve (/, a home directory or a parent of one)',
+        real,
+        root,
+      );
+      this.roots.add(real);
+    } else {
+      debug('not serving %s: the only directory it could stand for, %s, is too broad to serve', location, root);
     }
     return location;
   }
@@ -168,101 +209,195 @@ export class ModuleResponder {
     return false;
   }
 
-  /** Why `resolved` (reached as `spec` from `importer`) may not be served, or undefined if it may. */
-  private check(spec: string, importer: string, resolved: string): string | undefined {
-    let real: string;
-    try {
-      real = realpathSync(resolved);
-    } catch {
-      real = resolved;
-    }
-    if (this.inRoots(real)) return undefined;
-    // A package reached by name from served code is one the master itself would load.
-    if (isBareSpecifier(spec) && this.inRoots(dirname(importer))) {
-      this.trust(real);
-      return undefined;
-    }
+  /** True when `file` (an absolute path, normalized) is served, so specifiers written in it may be resolved. */
+  private servesFrom(file: string): boolean {
+    if (!isAbsolute(file)) return false;
+    // A pseudo-file (a call's base directory + '[tendril call]') does not exist: its directory does.
+    const real = realpathOrUndefined(file) ?? join(realpathOrUndefined(dirname(file)) ?? dirname(file), basename(file));
+    return this.inRoots(real);
+  }
+
+  private describeRoots(): string {
+    const roots = [...this.roots];
+    const listed = roots.slice(0, ROOTS_LISTED).join(', ');
+    return roots.length > ROOTS_LISTED ? `${listed} and ${roots.length - ROOTS_LISTED} more` : listed;
+  }
+
+  private refuse(reason: string): string {
     this.counters.refused++;
-    const reason = `the master refused to serve '${spec}' (resolved to ${real}, required from ${importer}): it is outside the module roots it serves (${[...this.roots].join(', ')}); pass the directory in the Router's moduleRoots option to allow it`;
     debug('%s', reason);
     this.onRefusal(reason);
     return reason;
   }
 
-  private async onGetModule(message: Message): Promise<void> {
-    let request: ModuleRequest | undefined;
-    let reply: ModuleReply;
-    try {
-      request = message.unpack() as ModuleRequest;
-      reply = await this.answer(message.src, request);
-    } catch (error) {
-      const resolved: Record<string, Target> = {};
-      for (const spec of Array.isArray(request?.specs) ? request.specs : []) {
-        resolved[String(spec)] = { missing: `could not resolve '${spec}': ${(error as Error).message}` };
+  /** Why `resolved` (reached as `spec` from `importer`) may not be served, or undefined if it may. */
+  private check(spec: string, importer: string, resolved: string): string | undefined {
+    const real = realpathOrUndefined(resolved) ?? resolved;
+    const bare = isBareSpecifier(spec);
+    if (bare && hasDotSegments(spec)) return this.refuseDotSegments(spec, importer);
+    if (this.inRoots(real)) return undefined;
+    // A package reached by name from served code is one the master itself would load: serve that package's directory.
+    if (bare && this.servesFrom(importer)) {
+      const pkg = packageDirectory(bareSpecifierPackage(spec), importer, real);
+      if (pkg !== undefined) {
+        this.roots.add(pkg);
+        return undefined;
       }
-      reply = { resolved, files: [] };
+      return this.refuse(
+        `the master refused to serve '${spec}' (resolved to ${real}, required from ${importer}): that file is not inside the directory of package '${bareSpecifierPackage(spec)}' (node_modules/${bareSpecifierPackage(spec)}), so the name does not vouch for it; pass its directory in the Router's moduleRoots option to allow it`,
+      );
     }
-    this.router.reply(message, reply);
+    return this.refuse(
+      `the master refused to serve '${spec}' (resolved to ${real}, required from ${importer}): it is outside the module roots it serves (${this.describeRoots()}); pass the directory in the Router's moduleRoots option to allow it`,
+    );
   }
 
-  private async answer(requester: number, request: ModuleRequest): Promise<ModuleReply> {
-    if (
-      typeof request?.from !== 'string' ||
-      !Array.isArray(request.specs) ||
-      !request.specs.every((spec) => typeof spec === 'string') ||
-      (request.kind !== 'require' && request.kind !== 'import')
-    ) {
-      throw new Error('malformed GET_MODULE request');
-    }
-    const { from, specs, kind } = request as { from: string; specs: string[]; kind: ModuleKind };
-    this.counters.requests++;
-    this.byContext[requester] ??= { requests: 0, filesSent: 0, bytesSent: 0 };
-    const perContext = this.byContext[requester];
-    perContext.requests++;
-    // Requests must come from where served code lives; tendril's own modules may be asked for from anywhere.
-    const trustedFrom = this.inRoots(safeRealpath(dirname(from)));
-    const allowed = specs.filter((spec) => trustedFrom || this.preset(spec));
-    const resolved: Record<string, Target> = {};
-    for (const spec of specs) {
-      if (!allowed.includes(spec)) {
-        this.counters.refused++;
-        const reason = `the master refused to resolve '${spec}' from ${from}: that location is outside the module roots it serves (${[...this.roots].join(', ')}); pass its directory in the Router's moduleRoots option to allow it`;
-        this.onRefusal(reason);
-        resolved[spec] = { refused: reason };
+  private refuseDotSegments(spec: string, importer: string): string {
+    return this.refuse(
+      `the master refused to serve '${spec}' (required from ${importer}): a package specifier may not have '.' or '..' path segments, which could name a file outside the package`,
+    );
+  }
+
+  /**
+   * Handles one GET_MODULE message. This is the only place a reply is
+   * sent: `answer` computes it (or throws, which becomes an error reply),
+   * and `send` cannot throw, so every request gets exactly one answer and
+   * nothing escapes into an unhandled rejection.
+   * When this becomes the router's `serve()`, what `send` does after
+   * sending (marking the reply's files as sent) must still follow the
+   * send, never precede it.
+   */
+  private onGetModule(message: Message, stream: Stream | undefined): void {
+    // Nothing could tell the child what was resolved, or mark files as sent: not worth any work.
+    if (message.replyTo === 0) return;
+    this.answer(message, stream).then(
+      (reply) => this.send(message, reply),
+      (error: unknown) => this.send(message, errorReply(messageOf(error))),
+    );
+  }
+
+  /** Sends `reply`, then records the files it carried as sent. Never throws. */
+  private send(message: Message, reply: ModuleReply): void {
+    try {
+      this.router.reply(message, reply);
+    } catch (error) {
+      debug('could not answer GET_MODULE from context %d: %s', message.src, messageOf(error));
+      try {
+        this.router.reply(message, errorReply(`the master could not send its answer: ${messageOf(error)}`));
+      } catch {
+        // The requester is unreachable; there is nobody left to tell.
       }
+      return;
     }
-    const result = await this.graph.resolve(from, allowed, kind);
-    Object.assign(resolved, result.resolved);
-    for (const spec of allowed) resolved[spec] ??= { missing: `Cannot find module '${spec}' from '${from}'` };
-    if (this.callBases.has(from)) {
-      for (const spec of allowed) {
-        if (resolved[spec] && 'missing' in (resolved[spec] as Target))
-          resolved[spec] = { missing: notFromCall(spec, from) };
-      }
-    }
-    let sent = this.sentTo.get(requester);
+    if (reply.files.length === 0) return;
+    let sent = this.sentTo.get(message.src);
     if (!sent) {
       sent = new Set();
-      this.sentTo.set(requester, sent);
+      this.sentTo.set(message.src, sent);
     }
-    const files: FileRecord[] = [];
-    for (const path of result.closure) {
-      if (sent.has(path)) continue;
-      sent.add(path);
-      files.push(await this.record(path));
-    }
-    for (const file of files) {
+    const perContext = this.contextCounters(message.src);
+    for (const file of reply.files) {
+      sent.add(file.path);
       this.counters.filesSent++;
       this.counters.bytesSent += file.source.length;
       perContext.filesSent++;
       perContext.bytesSent += file.source.length;
     }
-    debug('context %d: %o from %s -> %d files', requester, specs, from, files.length);
-    return { resolved, files };
   }
 
-  private async record(path: string): Promise<FileRecord> {
-    const deps = this.graph.deps.get(path) ?? {};
+  private contextCounters(contextId: number): { requests: number; filesSent: number; bytesSent: number } {
+    let counts = this.byContext.get(contextId);
+    if (!counts) {
+      counts = { requests: 0, filesSent: 0, bytesSent: 0 };
+      this.byContext.set(contextId, counts);
+    }
+    return counts;
+  }
+
+  /**
+   * The reply to a GET_MODULE message.
+   * @throws ProtocolError when the request is malformed.
+   * @throws ModuleRequestError when its requester has too many requests waiting.
+   */
+  private async answer(message: Message, stream: Stream | undefined): Promise<ModuleReply> {
+    const name = this.router.nameOf(message.src);
+    let value: unknown;
+    try {
+      value = message.unpack();
+    } catch (error) {
+      throw new ProtocolError('GET_MODULE', name, `undecodable payload: ${messageOf(error)}`);
+    }
+    const request = parseModuleRequest(value);
+    if (typeof request === 'string') throw new ProtocolError('GET_MODULE', name, request);
+    this.counters.requests++;
+    this.contextCounters(message.src).requests++;
+    try {
+      return await this.limiter.run(stream ?? message.src, message.data.length, `context '${name}'`, () =>
+        this.resolve(message.src, request),
+      );
+    } catch (error) {
+      if ((error as { code?: string }).code === 'ERR_TENDRIL_MODULE_REQUEST') this.counters.busy++;
+      throw error;
+    }
+  }
+
+  /** Resolves a valid request and packs what `requester` lacks under `maxMessageSize`. */
+  private async resolve(requester: number, request: ModuleRequest): Promise<ModuleReply> {
+    const { specs, kind } = request;
+    // Resolution works on the normalized path, so `/root/dir/../../etc/x` is judged as `/etc/x`.
+    const from = isAbsolute(request.from) ? resolvePath(request.from) : request.from;
+    // Requests must come from where served code lives; tendril's own modules may be asked for from anywhere.
+    const trustedFrom = this.servesFrom(from);
+    const resolved = emptyRecord<Target>();
+    const allowed: string[] = [];
+    for (const spec of specs) {
+      // Refused before resolving: the resolver may not even find what `dep/%2e%2e/x` names, but it is no less refused.
+      if (trustedFrom && isBareSpecifier(spec) && hasDotSegments(spec))
+        resolved[spec] = { refused: this.refuseDotSegments(spec, request.from) };
+      else if (trustedFrom || this.preset(spec)) allowed.push(spec);
+      else {
+        resolved[spec] = {
+          refused: this.refuse(
+            `the master refused to resolve '${spec}' from ${request.from}: that location is outside the module roots it serves (${this.describeRoots()}); pass its directory in the Router's moduleRoots option to allow it`,
+          ),
+        };
+      }
+    }
+    const result = await this.graph.resolve(from, allowed, kind);
+    const fromCall = this.callBases.has(from);
+    for (const spec of allowed) {
+      let target = ownValue(result.resolved, spec) ?? { missing: `Cannot find module '${spec}' from '${from}'` };
+      if (fromCall && 'missing' in target) target = { missing: notFromCall(spec, from) };
+      resolved[spec] = target;
+    }
+    const sent = this.sentTo.get(requester);
+    const pending: FileRecord[] = [];
+    for (const path of result.closure) {
+      if (!sent?.has(path)) pending.push(fitRecord(await this.record(path), this.router.maxMessageSize));
+    }
+    const { reply } = packReply(resolved, pending, this.router.maxMessageSize);
+    debug(
+      'context %d: %o from %s -> %d files%s',
+      requester,
+      specs,
+      from,
+      reply.files.length,
+      reply.partial ? ' (partial)' : '',
+    );
+    return reply;
+  }
+
+  private record(path: string): Promise<FileRecord> {
+    let record = this.records.get(path);
+    if (!record) {
+      record = this.readRecord(path);
+      this.records.set(path, record);
+    }
+    return record;
+  }
+
+  private async readRecord(path: string): Promise<FileRecord> {
+    const deps = this.graph.deps.get(path) ?? emptyRecord<Target>();
     const broken = this.graph.broken.get(path);
     if (broken) return { path, format: 'error', source: broken, deps };
     const { format, source } = await this.sources.get(path);
@@ -276,10 +411,55 @@ function notFromCall(spec: string, from: string): string {
   return `Cannot find module '${spec}': the master resolved it as if required from ${where} (a shipped function's require() and import() resolve from the module that defines it, else the main module); pass \`base\` to context.callWith() or to the Router to resolve from elsewhere, or install the package there`;
 }
 
-function safeRealpath(path: string): string {
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function realpathOrUndefined(path: string): string | undefined {
   try {
     return realpathSync(path);
   } catch {
-    return path;
+    return undefined;
+  }
+}
+
+/** The nearest directory at or above `dir` holding a package.json. */
+function nearestPackageDirectory(dir: string): string | undefined {
+  for (let probe = dir; ; probe = dirname(probe)) {
+    if (existsSync(join(probe, 'package.json'))) return probe;
+    if (dirname(probe) === probe) return undefined;
+  }
+}
+
+/**
+ * True for directories never taken as a root implicitly (only when named
+ * in `moduleRoots`): `/`, a home directory (this user's, `/root`, any
+ * `/home/<user>` or `/Users/<user>`) and their parents. A program's base
+ * or package there would otherwise let children read every file below
+ * (SSH keys, shell history, tokens in dotfiles).
+ */
+function tooBroad(dir: string): boolean {
+  if (dir === sep || dir === '/root' || /^\/(?:home|Users)(?:\/[^/]+)?$/.test(dir)) return true;
+  const home = homedir();
+  for (const candidate of [home, realpathOrUndefined(home)]) {
+    if (candidate && (candidate === dir || candidate.startsWith(`${dir}${sep}`))) return true;
+  }
+  return false;
+}
+
+/**
+ * The directory of package `name` as Node would find it from `importer`
+ * (`<ancestor>/node_modules/<name>`, by real path) when `real` lies inside
+ * it; undefined when it does not, or when that directory would be too
+ * broad to serve.
+ */
+function packageDirectory(name: string, importer: string, real: string): string | undefined {
+  for (let dir = dirname(importer); ; dir = dirname(dir)) {
+    if (basename(dir) !== 'node_modules') {
+      const candidate = realpathOrUndefined(join(dir, 'node_modules', name));
+      if (candidate !== undefined && (real === candidate || real.startsWith(`${candidate}${sep}`)))
+        return tooBroad(candidate) ? undefined : candidate;
+    }
+    if (dirname(dir) === dir) return undefined;
   }
 }
