@@ -25,6 +25,7 @@ import {
   type Target,
 } from './module-protocol.js';
 import { fromChildStream } from './policy.js';
+import type { Stream } from './stream.js';
 import type { Router } from './router.js';
 
 /** Specifier under which tendril's bundled modules ask for the core they run against. */
