@@ -17,6 +17,7 @@ export * from './ids.js';
 export * from './importer.js';
 export * from './log.js';
 export * from './message.js';
+export * from './options.js';
 export * from './policy.js';
 export * from './receiver.js';
 export * from './router.js';
