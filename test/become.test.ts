@@ -132,6 +132,25 @@ describe('sudo, su and doas', () => {
     await key.shutdown();
   });
 
+  test("su -l through a login profile that prints 'Permission denied': only su's own messages are refusals", async () => {
+    const key = await login('key');
+    const account = bed.accounts.profile;
+    const target = await router.su({ via: key, username: account.name, password: account.password, login: true });
+    assert.equal(await target.call(whoami), account.name);
+    // The profile did run, and said what a refusal would have said.
+    assert.ok(
+      logs.some((r) => r.contextId === target.id && /cd: \/root: Permission denied/.test(r.text)),
+      logs.map((r) => r.text).join('\n'),
+    );
+    await key.shutdown();
+    // su's own refusals are still refusals (from root: no password is asked).
+    await assert.rejects(router.su({ username: 'tendril-no-such-user', connectTimeout: 10_000 }), (error: unknown) => {
+      assert.ok(error instanceof NotAllowedError, String(error));
+      assert.match(error.lastOutput, /^su: user tendril-no-such-user does not exist/m);
+      return true;
+    });
+  });
+
   test('su prompts are recognised in common translations', () => {
     for (const prompt of ['Password: ', 'Passwort: ', 'Mot de passe : ', 'Contraseña:', 'Пароль: ', 'パスワード：']) {
       assert.match(prompt, PASSWORD_PROMPT, prompt);

@@ -36,6 +36,8 @@ export interface Accounts {
   feedback: Account;
   /** SSH by key; sudo to any account, root included, with its password: what the docs' examples do. */
   docs: Account;
+  /** su target (with its password) whose login profile fails a command: `cd: /root: Permission denied`. */
+  profile: Account;
 }
 
 /** A running test bed. */
@@ -67,6 +69,7 @@ const ROLES: Record<keyof Accounts, string> = {
   tty: 'tendril-tty',
   feedback: 'tendril-fb',
   docs: 'tendril-docs',
+  profile: 'tendril-prof',
 };
 
 function run(command: string, args: string[], input?: string): string {
@@ -168,6 +171,11 @@ function ensureAccounts(): Accounts {
     `${accounts.docs.name} ALL=(ALL) ALL`,
     '',
   ].join('\n');
+  // A login profile that prints an error, as real ones do: su's refusals must not match it.
+  const profileHome = run('getent', ['passwd', accounts.profile.name]).split(':')[5] as string;
+  writeFileSync(join(profileHome, '.bash_profile'), '# tendril test bed (test/support/testbed.ts)\ncd /root\ncd\n', {
+    mode: 0o644,
+  });
   const sudoersFile = '/etc/sudoers.d/tendril-test';
   writeFileSync(`${sudoersFile}.new`, sudoers, { mode: 0o440 });
   run('visudo', ['-cf', `${sudoersFile}.new`]);
