@@ -72,6 +72,9 @@ const ROLES: Record<keyof Accounts, string> = {
   profile: 'tendril-prof',
 };
 
+/** sudo-rs, where Debian's package (and test/run.mjs) puts it; it reads the same sudoers. */
+export const SUDO_RS = '/usr/bin/sudo-rs';
+
 function run(command: string, args: string[], input?: string): string {
   return execFileSync(command, args, { encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'] });
 }
@@ -82,10 +85,17 @@ function requireRoot(): void {
       'the SSH and sudo tests need root, to create test accounts and start a private sshd: run the suite as root (CI does)',
     );
   }
-  for (const tool of ['/usr/sbin/sshd', '/usr/bin/sudo', '/usr/bin/doas', '/usr/bin/script', '/usr/bin/ssh-keygen']) {
+  for (const tool of [
+    '/usr/sbin/sshd',
+    '/usr/bin/sudo',
+    SUDO_RS,
+    '/usr/bin/doas',
+    '/usr/bin/script',
+    '/usr/bin/ssh-keygen',
+  ]) {
     if (!existsSync(tool)) {
       throw new Error(
-        `${tool} is missing: install openssh-server, sudo, opendoas and bsdutils (npm test does this as root)`,
+        `${tool} is missing: install openssh-server, sudo, sudo-rs, opendoas and bsdutils (npm test does this as root)`,
       );
     }
   }
