@@ -107,7 +107,7 @@ describe('lifecycle', () => {
         assert.ok(error instanceof BootstrapError, String(error));
         assert.match(
           error.message,
-          /router 'stopping-slow' was shut down while it was starting, so its process was stopped/,
+          /router 'stopping-slow' was shut down while starting it, so its process was stopped/,
         );
         return true;
       });
@@ -125,7 +125,7 @@ describe('lifecycle', () => {
       // The intermediate answers with its BootstrapError when its reply beats its exit, else its stream's end is what the master sees.
       const rejected = assert.rejects(starting, (error: unknown) => {
         if (error instanceof BootstrapError) {
-          assert.match(error.message, /context 'middle', which was starting it, was shut down while it was starting/);
+          assert.match(error.message, /context 'middle' was shut down while starting it, so its process was stopped/);
         } else {
           assert.ok(error instanceof ContextDisconnectedError, String(error));
         }

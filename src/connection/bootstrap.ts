@@ -395,8 +395,8 @@ class Abort {
       stage === 'not started'
         ? `${this.reason}, so it was not started`
         : stage === 'starting'
-          ? `${this.reason} while it was starting`
-          : `${this.reason} while it was starting, so its process was stopped`;
+          ? `${this.reason} while starting it`
+          : `${this.reason} while starting it, so its process was stopped`;
     return new BootstrapError(name, what, lastOutput);
   }
 }

@@ -236,7 +236,7 @@ export class Broker {
   private shutdownReason(): string {
     return this.router.id === 0
       ? `router '${this.router.name}' was shut down`
-      : `context '${this.router.name}', which was starting it, was shut down`;
+      : `context '${this.router.name}' was shut down`;
   }
 
   private onStopChild(message: Message): void {
