@@ -15,7 +15,7 @@ import {
 } from 'tendril';
 import { PASSWORD_PROMPT } from '#dist/connection/prompts.js';
 import { waitFor } from './support/procs.js';
-import { startTestbed, type Testbed } from './support/testbed.js';
+import { SUDO_RS, startTestbed, type Testbed } from './support/testbed.js';
 
 const whoami = () => (require('node:os') as typeof import('node:os')).userInfo().username;
 
@@ -46,70 +46,95 @@ describe('sudo, su and doas', () => {
     await bed.stop();
   });
 
-  test('sudo without a password, then with one', async () => {
-    const sudoer = await login('sudoer');
-    const target = await router.sudo({ via: sudoer, username: bed.accounts.target.name });
-    assert.equal(await target.call(whoami), bed.accounts.target.name);
-    const withPassword = await login('password');
-    const target2 = await router.sudo({
-      via: withPassword,
-      username: bed.accounts.target.name,
-      password: bed.accounts.password.password,
+  // The password tests run against the original sudo and against sudo-rs, whose prompt
+  // (`[sudo: <marker>] Password: `) and messages differ; both read the test bed's sudoers.
+  for (const [flavour, sudoPath] of [
+    ['sudo', undefined],
+    ['sudo-rs', SUDO_RS],
+  ] as const) {
+    const using = sudoPath === undefined ? {} : { sudoPath };
+
+    test(`${flavour} without a password, then with one`, async () => {
+      const sudoer = await login('sudoer');
+      const target = await router.sudo({ via: sudoer, username: bed.accounts.target.name, ...using });
+      assert.equal(await target.call(whoami), bed.accounts.target.name);
+      const withPassword = await login('password');
+      const target2 = await router.sudo({
+        via: withPassword,
+        username: bed.accounts.target.name,
+        password: bed.accounts.password.password,
+        ...using,
+      });
+      assert.equal(await target2.call(whoami), bed.accounts.target.name);
+      await Promise.all([sudoer.shutdown(), withPassword.shutdown()]);
     });
-    assert.equal(await target2.call(whoami), bed.accounts.target.name);
-    await Promise.all([sudoer.shutdown(), withPassword.shutdown()]);
-  });
 
-  test('a wrong or missing sudo password is a PasswordError at once, never showing the password', async () => {
-    const account = await login('password');
-    const started = Date.now();
-    await assert.rejects(
-      router.sudo({ via: account, username: bed.accounts.target.name, password: 'definitely-wrong' }),
-      (error: unknown) =>
-        // Raised in the via context, it arrives as its own class, with its fields.
-        error instanceof PasswordError &&
-        error.code === 'ERR_TENDRIL_PASSWORD' &&
-        error.contextName === `sudo:${bed.accounts.target.name}@${account.info.hostname}` &&
-        /wrong password for sudo/.test(error.message) &&
-        !error.message.includes('definitely-wrong') &&
-        /raised in context/.test(error.stack ?? ''),
-    );
-    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
-    await assert.rejects(
-      router.sudo({ via: account, username: bed.accounts.target.name }),
-      /asked for a password and none was given/,
-    );
-    await account.shutdown();
-  });
+    test(`${flavour}: a wrong or missing password is a PasswordError at once, never showing the password`, async () => {
+      const account = await login('password');
+      const started = Date.now();
+      await assert.rejects(
+        router.sudo({ via: account, username: bed.accounts.target.name, password: 'definitely-wrong', ...using }),
+        (error: unknown) =>
+          // Raised in the via context, it arrives as its own class, with its fields.
+          error instanceof PasswordError &&
+          error.code === 'ERR_TENDRIL_PASSWORD' &&
+          error.contextName === `sudo:${bed.accounts.target.name}@${account.info.hostname}` &&
+          /wrong password for sudo/.test(error.message) &&
+          !error.message.includes('definitely-wrong') &&
+          /raised in context/.test(error.stack ?? ''),
+      );
+      assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+      await assert.rejects(
+        router.sudo({ via: account, username: bed.accounts.target.name, connectTimeout: 10_000, ...using }),
+        (error: unknown) =>
+          error instanceof PasswordError && /asked for a password and none was given/.test(error.message),
+      );
+      await account.shutdown();
+    });
 
-  test('sudo refusals: not in sudoers, and requiretty with its remedy', async () => {
-    const nosudo = await login('nosudo');
-    await assert.rejects(
-      router.sudo({ via: nosudo, username: bed.accounts.target.name, password: bed.accounts.nosudo.password }),
-      (error: unknown) => {
-        assert.ok(error instanceof NotAllowedError, String(error));
-        assert.match(error.message, /may not run commands as tendril-target with sudo/);
-        assert.match(error.lastOutput, /is not in the sudoers file/);
-        return true;
-      },
-    );
+    test(`${flavour} refusal: not in sudoers`, async () => {
+      const nosudo = await login('nosudo');
+      await assert.rejects(
+        router.sudo({
+          via: nosudo,
+          username: bed.accounts.target.name,
+          password: bed.accounts.nosudo.password,
+          connectTimeout: 10_000,
+          ...using,
+        }),
+        (error: unknown) => {
+          assert.ok(error instanceof NotAllowedError, String(error));
+          assert.match(error.message, /may not run commands as tendril-target with sudo/);
+          assert.match(error.lastOutput, /is not in the sudoers file|I'm afraid I can't do that/);
+          return true;
+        },
+      );
+      await nosudo.shutdown();
+    });
+
+    test(`${flavour} with pwfeedback on`, async () => {
+      const feedback = await login('feedback');
+      const target = await router.sudo({
+        via: feedback,
+        username: bed.accounts.target.name,
+        password: bed.accounts.feedback.password,
+        ...using,
+      });
+      assert.equal(await target.call(whoami), bed.accounts.target.name);
+      await feedback.shutdown();
+    });
+  }
+
+  test('sudo refusal: requiretty, with its remedy', async () => {
     const tty = await login('tty');
     await assert.rejects(
       router.sudo({ via: tty, username: bed.accounts.target.name }),
       /requiretty.*Defaults:tendril-tty !requiretty/,
     );
-    await Promise.all([nosudo.shutdown(), tty.shutdown()]);
+    await tty.shutdown();
   });
 
-  test('sudo with pwfeedback on, and in a French locale', async () => {
-    const feedback = await login('feedback');
-    const target = await router.sudo({
-      via: feedback,
-      username: bed.accounts.target.name,
-      password: bed.accounts.feedback.password,
-    });
-    assert.equal(await target.call(whoami), bed.accounts.target.name);
-    await feedback.shutdown();
+  test('sudo in a French locale', async () => {
     // From the master (root) a French sudo needs no password, but the prompt marker and the
     // bootstrap must not depend on the language of anything sudo prints.
     const french = await router.sudo({ username: bed.accounts.target.name, preserveEnv: ['LANG', 'LANGUAGE'] });
@@ -130,6 +155,25 @@ describe('sudo, su and doas', () => {
       (error: unknown) => error instanceof PasswordError && /wrong password for su/.test(error.message),
     );
     await key.shutdown();
+  });
+
+  test("su -l through a login profile that prints 'Permission denied': only su's own messages are refusals", async () => {
+    const key = await login('key');
+    const account = bed.accounts.profile;
+    const target = await router.su({ via: key, username: account.name, password: account.password, login: true });
+    assert.equal(await target.call(whoami), account.name);
+    // The profile did run, and said what a refusal would have said.
+    assert.ok(
+      logs.some((r) => r.contextId === target.id && /cd: \/root: Permission denied/.test(r.text)),
+      logs.map((r) => r.text).join('\n'),
+    );
+    await key.shutdown();
+    // su's own refusals are still refusals (from root: no password is asked).
+    await assert.rejects(router.su({ username: 'tendril-no-such-user', connectTimeout: 10_000 }), (error: unknown) => {
+      assert.ok(error instanceof NotAllowedError, String(error));
+      assert.match(error.lastOutput, /^su: user tendril-no-such-user does not exist/m);
+      return true;
+    });
   });
 
   test('su prompts are recognised in common translations', () => {

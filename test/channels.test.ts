@@ -60,6 +60,20 @@ describe('receivers, senders and select', () => {
     await Promise.all(others.map((context) => context.shutdown()));
   });
 
+  test('Select refuses the same receiver twice, in add() and in the constructor', () => {
+    const a = new Receiver<number>(router);
+    const b = new Receiver<number>(router);
+    const select = new Select([a]);
+    const twice = (error: unknown) =>
+      error instanceof TypeError && new RegExp(`handle ${a.handle} .* is already in this Select`).test(error.message);
+    assert.throws(() => select.add(a), twice);
+    select.add(b);
+    assert.equal(select.size, 2);
+    assert.throws(() => new Select([a, b, a]), twice);
+    a.close();
+    b.close();
+  });
+
   test('get() with a timeout rejects with TimeoutError', async () => {
     const receiver = new Receiver(router);
     await assert.rejects(receiver.get(30), TimeoutError);

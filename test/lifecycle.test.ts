@@ -1,12 +1,33 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import { ContextDisconnectedError, Router } from 'tendril';
-import { isAlive, ROOT, waitGone } from './support/procs.js';
+import { BootstrapError, ContextDisconnectedError, Router } from 'tendril';
+import { switchOf } from './support/internals.js';
+import { RUN_MARK } from './support/leak-check.js';
+import { isAlive, ROOT, waitFor, waitGone } from './support/procs.js';
 
 const fixture = (name: string) => join(ROOT, 'build', 'test', 'fixtures', name);
+
+/** Live processes started by this test run (they inherit its mark), other than this one. */
+function ourProcesses(): number[] {
+  const needle = `TENDRIL_TEST_RUN=${RUN_MARK}`;
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(needle) && isAlive(Number(entry))) {
+        pids.push(Number(entry));
+      }
+    } catch {
+      // Ended while being read, or not ours to read.
+    }
+  }
+  return pids;
+}
 
 describe('lifecycle', () => {
   test('context.shutdown() ends the context and rejects its pending calls', async () => {
@@ -29,6 +50,113 @@ describe('lifecycle', () => {
     await router.shutdown();
     assert.ok(!isAlive(child.info.pid) && !isAlive(grandchild.info.pid));
     await assert.rejects(router.local(), /has been shut down/);
+  });
+
+  describe('router.shutdown() while contexts are starting', () => {
+    let dir: string;
+    let slowNode: string;
+    let pidFile: string;
+    before(() => {
+      dir = mkdtempSync(join(tmpdir(), 'tendril-slow-start-'));
+      pidFile = join(dir, 'pid');
+      slowNode = join(dir, 'slow-node');
+      // A real interpreter wrapper that takes a minute to start: it records its pid, sleeps in
+      // that same process (so killing that pid kills all of it), then becomes Node.
+      writeFileSync(
+        slowNode,
+        [
+          '#!/usr/bin/python3',
+          'import os, sys, time',
+          `with open(${JSON.stringify(pidFile)}, "w") as f: f.write(str(os.getpid()))`,
+          'time.sleep(60)',
+          `os.execv(${JSON.stringify(process.execPath)}, ["node"] + sys.argv[1:])`,
+          '',
+        ].join('\n'),
+      );
+      chmodSync(slowNode, 0o755);
+    });
+    after(() => rmSync(dir, { recursive: true, force: true }));
+
+    /** The pid of the slow wrapper once it runs. */
+    async function slowPid(): Promise<number> {
+      await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8') !== '', 10_000);
+      const pid = Number(readFileSync(pidFile, 'utf8'));
+      rmSync(pidFile);
+      return pid;
+    }
+
+    test('a local() just begun rejects with a BootstrapError, and no process is left', async () => {
+      const existing = new Set(ourProcesses());
+      const router = new Router({ name: 'stopping' });
+      const starting = router.local();
+      await router.shutdown();
+      await assert.rejects(starting, (error: unknown) => {
+        assert.ok(error instanceof BootstrapError, String(error));
+        assert.match(error.message, /router 'stopping' was shut down/);
+        return true;
+      });
+      assert.deepEqual(
+        ourProcesses().filter((pid) => !existing.has(pid)),
+        [],
+      );
+    });
+
+    test('a slow local() rejects, its process is reaped before shutdown() resolves', async () => {
+      const router = new Router({ name: 'stopping-slow' });
+      const starting = router.local({ nodePath: slowNode });
+      const rejected = assert.rejects(starting, (error: unknown) => {
+        assert.ok(error instanceof BootstrapError, String(error));
+        assert.match(
+          error.message,
+          /router 'stopping-slow' was shut down while starting it, so its process was stopped/,
+        );
+        return true;
+      });
+      const pid = await slowPid();
+      assert.ok(isAlive(pid));
+      await router.shutdown();
+      assert.ok(!isAlive(pid), `the starting process ${pid} outlived shutdown()`);
+      await rejected;
+    });
+
+    test('through via: the intermediate aborts the start when the master stops it, and neither is left', async () => {
+      const router = new Router();
+      const middle = await router.local({ name: 'middle' });
+      const starting = router.local({ via: middle, nodePath: slowNode });
+      // The intermediate answers with its BootstrapError when its reply beats its exit, else its stream's end is what the master sees.
+      const rejected = assert.rejects(starting, (error: unknown) => {
+        if (error instanceof BootstrapError) {
+          assert.match(error.message, /context 'middle' was shut down while starting it, so its process was stopped/);
+        } else {
+          assert.ok(error instanceof ContextDisconnectedError, String(error));
+        }
+        return true;
+      });
+      const pid = await slowPid();
+      await router.shutdown();
+      assert.ok(!isAlive(pid), `the process ${pid} being started through via outlived shutdown()`);
+      assert.ok(!isAlive(middle.info.pid));
+      await rejected;
+    });
+
+    test('a connect begun after the broker started shutting down rejects at once, starting nothing', async () => {
+      const router = new Router({ name: 'closing' });
+      const existing = new Set(ourProcesses());
+      // The broker of any context (the via case): shutting down, while its router still takes requests.
+      const closing = (switchOf(router) as unknown as { broker: { shutdown(): Promise<void> } }).broker.shutdown();
+      await assert.rejects(
+        router.local({ nodePath: slowNode, connectTimeout: 5000 }),
+        /router 'closing' was shut down, so it was not started/,
+      );
+      assert.ok(!existsSync(pidFile), 'the wrapper never ran');
+      assert.deepEqual(
+        ourProcesses().filter((pid) => !existing.has(pid)),
+        [],
+      );
+      await closing;
+      await router.shutdown();
+      await assert.rejects(router.local(), /has been shut down/);
+    });
   });
 
   test('a child that ignores SHUTDOWN and SIGTERM is killed with SIGKILL after the grace periods', async () => {

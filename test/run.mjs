@@ -1,12 +1,22 @@
 // Runs the compiled test suite with the leak check loaded into every test
 // file. Usage: node test/run.mjs [test files...] (default: all).
 //
-// The SSH and sudo tests need a real OpenSSH server, sudo, doas and
-// util-linux's script; when they are missing and this runs as root (CI
+// The SSH and sudo tests need a real OpenSSH server, sudo, sudo-rs, doas
+// and util-linux's script; when they are missing and this runs as root (CI
 // does), they are installed with apt-get first. Otherwise this says what
 // to install and fails: a skipped test would read as a pass.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -17,6 +27,8 @@ const SYSTEM_TOOLS = [
   ['/usr/bin/doas', 'opendoas'],
   ['/usr/bin/script', 'bsdutils'],
   ['/usr/bin/python3', 'python3'],
+  // Debian's sudo-rs package: /usr/lib/cargo/bin/sudo, linked as /usr/bin/sudo-rs.
+  ['/usr/bin/sudo-rs', 'sudo-rs'],
 ];
 
 function provision() {
@@ -24,14 +36,95 @@ function provision() {
   if (missing.length === 0) return;
   if (process.getuid?.() !== 0 || !existsSync('/usr/bin/apt-get')) {
     console.error(
-      `The tests need these packages, which are missing: ${missing.join(' ')}. Install them (as root: apt-get install -y ${missing.join(' ')}) and run again.`,
+      `The tests need these packages, which are missing: ${missing.join(' ')}. Install them (as root: apt-get install -y ${missing.join(' ')}; before Debian 13 sudo-rs is not packaged, and running this as root unpacks Debian 13's) and run again.`,
     );
     process.exit(1);
   }
   console.log(`Installing ${missing.join(' ')} with apt-get (needed by the SSH and sudo tests)...`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
-  execFileSync('apt-get', ['install', '-y', '-qq', ...missing], { stdio: 'inherit', env });
+  const lacking = missing.filter((pkg) => !hasCandidate(pkg));
+  const installable = missing.filter((pkg) => !lacking.includes(pkg));
+  if (installable.length > 0)
+    execFileSync('apt-get', ['install', '-y', '-qq', ...installable], { stdio: 'inherit', env });
+  for (const pkg of lacking) {
+    if (pkg !== 'sudo-rs') {
+      console.error(`apt-get cannot install ${pkg} on this system; the tests need it.`);
+      process.exit(1);
+    }
+    unpackSudoRs(env);
+  }
+}
+
+/** True when apt can install `pkg` on this system. */
+function hasCandidate(pkg) {
+  const policy = execFileSync('apt-cache', ['policy', pkg], { encoding: 'utf8' });
+  return /Candidate: (?!\(none\))\S/.test(policy);
+}
+
+/**
+ * sudo-rs is packaged from Debian 13 (trixie) on. Its trixie build needs
+ * only glibc 2.34, so on Debian 12 it runs as it is: apt fetches the
+ * package from the system's own Debian archive with a private package list
+ * (the system's sources are not touched), and its files are unpacked where
+ * the package puts them, without registering it with dpkg (whose
+ * dependencies name trixie's libc). Fails loudly when that does not work.
+ */
+function unpackSudoRs(env) {
+  const codename = /^VERSION_CODENAME=(\S+)$/m.exec(readFileSync('/etc/os-release', 'utf8'))?.[1];
+  const archive = execFileSync('apt-get', ['indextargets', '--format', '$(REPO_URI) $(RELEASE)'], { encoding: 'utf8' })
+    .split('\n')
+    .map((line) => line.split(' '))
+    .find(([, release]) => release === codename)?.[0];
+  if (!archive) {
+    console.error(
+      `sudo-rs: no apt package for it here, and no Debian archive for release ${codename} to fetch trixie's from.`,
+    );
+    process.exit(1);
+  }
+  console.log(`sudo-rs is not packaged for ${codename}: unpacking the trixie package's binary...`);
+  const dir = mkdtempSync(join(tmpdir(), 'tendril-sudo-rs-'));
+  try {
+    for (const sub of ['lists/partial', 'cache/archives/partial']) mkdirSync(join(dir, sub), { recursive: true });
+    writeFileSync(join(dir, 'sources.list'), `deb ${archive} trixie main\n`);
+    const apt = [
+      '-o',
+      `Dir::Etc::sourcelist=${join(dir, 'sources.list')}`,
+      '-o',
+      'Dir::Etc::sourceparts=-',
+      '-o',
+      `Dir::State::Lists=${join(dir, 'lists')}`,
+      '-o',
+      `Dir::Cache=${join(dir, 'cache')}`,
+      '-o',
+      'APT::Sandbox::User=root',
+    ];
+    execFileSync('apt-get', [...apt, 'update', '-qq'], { stdio: 'inherit', env });
+    execFileSync('apt-get', [...apt, 'download', '-qq', 'sudo-rs'], { stdio: 'inherit', env, cwd: dir });
+    const deb = readdirSync(dir).find((name) => name.startsWith('sudo-rs_') && name.endsWith('.deb'));
+    if (!deb) throw new Error('apt-get download left no sudo-rs package');
+    execFileSync('dpkg-deb', ['-x', join(dir, deb), join(dir, 'root')]);
+    mkdirSync('/usr/lib/cargo/bin', { recursive: true });
+    // setuid root, as the package's postinst makes it.
+    execFileSync('install', [
+      '-o',
+      'root',
+      '-g',
+      'root',
+      '-m',
+      '4755',
+      join(dir, 'root/usr/lib/cargo/bin/sudo'),
+      '/usr/lib/cargo/bin/sudo',
+    ]);
+    rmSync('/usr/bin/sudo-rs', { force: true });
+    symlinkSync('../lib/cargo/bin/sudo', '/usr/bin/sudo-rs');
+    console.log(execFileSync('/usr/bin/sudo-rs', ['--version'], { encoding: 'utf8' }).trim());
+  } catch (error) {
+    console.error(`sudo-rs could not be installed, and the sudo-rs tests need it: ${error.message}`);
+    process.exit(1);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');

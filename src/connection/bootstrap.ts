@@ -3,6 +3,7 @@ import { describeExit } from '../core/broker.js';
 import { encode } from '../core/codec.js';
 import { BootstrapError, ConnectTimeoutError, InterpreterError } from '../core/errors.js';
 import { BOOT } from '../core/handles.js';
+import type { ChildIds } from '../core/ids.js';
 import { LineSplitter, logger } from '../core/log.js';
 import type { BootConfig, ReadyInfo, Runtime } from '../core/runtime.js';
 import { Stream } from '../core/stream.js';
@@ -62,11 +63,17 @@ export interface CommonOptions {
  * configuration, and waits until the child reports ready. The child's
  * output becomes log records; its process is handed to the broker.
  *
+ * Until then the start is registered with `runtime.broker`, whose
+ * `shutdown()` aborts it: the process is killed and reaped, this rejects,
+ * and the shutdown resolves only after that.
+ *
  * @returns what the child reported about itself.
  * @throws BootstrapError (or a subclass: PasswordError, NotAllowedError,
  *   AuthenticationError, HostKeyError, ConnectionRefusedError,
  *   UnknownHostError, InterpreterError) when the child fails before it is
  *   ready, quoting its last output.
+ * @throws BootstrapError when this context is shut down before the child
+ *   is ready (or was shutting down already, in which case nothing starts).
  * @throws ConnectTimeoutError when it is not ready within `connectTimeout`.
  * @throws RangeError when `connectTimeout` is not a positive number.
  */
@@ -76,38 +83,52 @@ export async function bootstrap<O extends CommonOptions>(
   options: O,
   taken: ReadonlySet<string> = NONE,
 ): Promise<ReadyInfo> {
-  const { router } = runtime;
   const timeout = options.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
   if (!(timeout > 0 && Number.isFinite(timeout))) {
     throw new RangeError(`connectTimeout must be a positive number of milliseconds, got ${timeout}`);
   }
-  const started = Date.now();
-  const deadline = started + timeout;
-  const ids = await runtime.ids.allocateChild();
-  const node = options.nodePath === undefined ? method.defaultNode(options) : ([] as string[]).concat(options.nodePath);
-  const stage = firstStage(runtime.firstStage, runtime.coreBundle.length);
-  const session = newSession(options.name, method.name, deadline);
-
-  let transport: Transport;
+  const session = newSession(options.name, method.name, Date.now() + timeout);
+  const abort = new Abort();
+  const leftBehind: Promise<unknown>[] = [];
+  let settle = () => {};
+  const settled = new Promise<void>((resolve) => (settle = resolve));
+  // Registered before the first await: a shutdown either sees this start or comes before it (and aborts it here).
+  const forget = runtime.broker.addStarting({
+    get name() {
+      return session.name;
+    },
+    abort: (reason) => abort.fire(reason),
+    settled,
+  });
   try {
-    const starting = Promise.resolve().then(() =>
-      method.start(bootstrapArgv(node, stage, options.nodeCandidates), options, session),
-    );
-    transport = await withDeadline(
-      starting,
-      deadline,
-      () => new ConnectTimeoutError(session.name, timeout, '', session.step),
-      // A transport that comes up after the deadline is closed at once.
-      (late) => late.process.kill('SIGKILL'),
-    );
-  } catch (error) {
-    const failure =
-      error instanceof BootstrapError
-        ? error
-        : new BootstrapError(session.name, `${method.name} could not start: ${(error as Error).message}`, '');
-    debug('%s: starting %s failed: %s', router.name, session.name, failure.message);
-    throw failure;
+    return await startChild(runtime, method, options, taken, { session, timeout, abort, leftBehind });
+  } finally {
+    forget();
+    void Promise.all(leftBehind).then(settle);
   }
+}
+
+/** What the phases of one attempt to start a child share. */
+interface Attempt {
+  readonly session: Session;
+  /** `connectTimeout`, in ms. */
+  readonly timeout: number;
+  readonly abort: Abort;
+  /** Exits of processes the attempt gave up on while they were starting; the broker waits for them. */
+  readonly leftBehind: Promise<unknown>[];
+}
+
+async function startChild<O extends CommonOptions>(
+  runtime: Runtime,
+  method: ConnectionMethod<O>,
+  options: O,
+  taken: ReadonlySet<string>,
+  attempt: Attempt,
+): Promise<ReadyInfo> {
+  const { router } = runtime;
+  const { session, timeout, abort } = attempt;
+  const started = Date.now();
+  const { transport, ids, node } = await launch(runtime, method, options, attempt);
   const name = options.name ?? uniqueName(router, session.name, ids.id, taken);
   debug('%s: starting %s (id %d) %s', router.name, name, ids.id, transport.where);
   session.step = `waiting for Node to start (${transport.where})`;
@@ -156,17 +177,21 @@ export async function bootstrap<O extends CommonOptions>(
   const timedOut = new Promise<never>((_, reject) => {
     timer = setTimeout(
       () => reject(new ConnectTimeoutError(name, timeout, '', session.step)),
-      Math.max(0, deadline - Date.now()),
+      Math.max(0, session.deadline - Date.now()),
     );
   });
   timedOut.catch(() => {});
   let stream: Stream | undefined;
   try {
+    // Aborted while the transport came up: straight to the clean-up below.
+    abort.check();
     const leftover = await Promise.race([
       converse(transport, conversation, sendCore, session),
       ended().then((error) => Promise.reject(error)),
       timedOut,
+      abort.rejected,
     ]);
+    abort.check();
     session.step = `sending the core to Node on ${transport.where} and waiting for it to report ready`;
     stream = new Stream({
       name,
@@ -192,7 +217,10 @@ export async function bootstrap<O extends CommonOptions>(
       router.request(ids.id, BOOT, encode(config), { what: 'bootstrap' }),
       ended().then((error) => Promise.reject(error)),
       timedOut,
+      abort.rejected,
     ]);
+    // A reply and a shutdown in the same turn: the shutdown wins, so no child outlives it.
+    abort.check();
     const info = reply.unpack() as ReadyInfo;
     // From now on the child only keeps the event loop alive while calls to it are pending.
     transport.process.unref();
@@ -208,7 +236,10 @@ export async function bootstrap<O extends CommonOptions>(
     return info;
   } catch (error) {
     let failure: BootstrapError;
-    if (error instanceof ConnectTimeoutError) {
+    if (abort.reason !== undefined) {
+      await abandon(transport, stream, abort.reason);
+      failure = abort.error(name, 'stopped', tail.join('\n'));
+    } else if (error instanceof ConnectTimeoutError) {
       await abandon(transport, stream, 'connect timeout');
       failure = new ConnectTimeoutError(name, timeout, tail.join('\n'), error.step);
     } else if (error instanceof BootstrapError) {
@@ -225,6 +256,148 @@ export async function bootstrap<O extends CommonOptions>(
     throw failure;
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/**
+ * The first phase of a start: IDs for the child, and its transport from
+ * the method. Gives up at the deadline or when aborted; a transport that
+ * comes up after that is killed, and its exit joins `attempt.leftBehind`.
+ */
+async function launch<O extends CommonOptions>(
+  runtime: Runtime,
+  method: ConnectionMethod<O>,
+  options: O,
+  attempt: Attempt,
+): Promise<{ transport: Transport; ids: ChildIds; node: string[] | undefined }> {
+  const { session, timeout, abort } = attempt;
+  let begun = false;
+  try {
+    // Shutting down already: start nothing.
+    abort.check();
+    begun = true;
+    const ids = await Promise.race([runtime.ids.allocateChild(), abort.rejected]);
+    abort.check();
+    const node =
+      options.nodePath === undefined ? method.defaultNode(options) : ([] as string[]).concat(options.nodePath);
+    const stage = firstStage(runtime.firstStage, runtime.coreBundle.length);
+    const starting = Promise.resolve().then(() =>
+      method.start(bootstrapArgv(node, stage, options.nodeCandidates), options, session),
+    );
+    const transport = await claim(
+      starting,
+      session.deadline,
+      abort,
+      () => new ConnectTimeoutError(session.name, timeout, '', session.step),
+      attempt.leftBehind,
+    );
+    return { transport, ids, node };
+  } catch (error) {
+    const failure =
+      abort.reason !== undefined
+        ? abort.error(session.name, begun ? 'starting' : 'not started')
+        : error instanceof BootstrapError
+          ? error
+          : new BootstrapError(session.name, `${method.name} could not start: ${(error as Error).message}`, '');
+    debug('%s: starting %s failed: %s', runtime.router.name, session.name, failure.message);
+    throw failure;
+  }
+}
+
+/**
+ * The transport `starting` resolves with, unless the deadline passes
+ * (rejects with `onTimeout()`) or the attempt is aborted first. Which of
+ * these wins is decided in one place, so a transport is either returned
+ * or killed (its exit pushed onto `leftBehind`), never neither.
+ */
+function claim(
+  starting: Promise<Transport>,
+  deadline: number,
+  abort: Abort,
+  onTimeout: () => Error,
+  leftBehind: Promise<unknown>[],
+): Promise<Transport> {
+  return new Promise<Transport>((resolve, reject) => {
+    let decided = false;
+    const decide = () => {
+      decided = true;
+      clearTimeout(timer);
+      stopWatching();
+    };
+    const giveUp = (error: unknown) => {
+      if (decided) return;
+      decide();
+      reject(error);
+    };
+    const timer = setTimeout(() => giveUp(onTimeout()), Math.max(0, deadline - Date.now()));
+    const stopWatching = abort.onFire(() => giveUp(new Error('aborted')));
+    leftBehind.push(
+      starting.then((transport) => {
+        if (!decided) {
+          decide();
+          resolve(transport);
+          return undefined;
+        }
+        transport.process.kill('SIGKILL');
+        return transport.process.exited;
+      }, giveUp),
+    );
+  });
+}
+
+/**
+ * An attempt's abort: fired (once) by the broker's shutdown. The attempt
+ * races `rejected` against whatever it waits for, and checks `reason`
+ * after each wait, so an abort is noticed wherever it lands.
+ */
+class Abort {
+  /** Why the attempt was aborted; undefined while it was not. */
+  reason: string | undefined;
+  /** Rejects when the attempt is aborted (handled: only ever raced). */
+  readonly rejected: Promise<never>;
+  private rejectNow: (error: Error) => void = () => {};
+  private readonly listeners = new Set<() => void>();
+
+  constructor() {
+    this.rejected = new Promise<never>((_, reject) => (this.rejectNow = reject));
+    this.rejected.catch(() => {});
+  }
+
+  /** Aborts the attempt with `reason` (later calls are ignored). */
+  fire(reason: string): void {
+    if (this.reason !== undefined) return;
+    this.reason = reason;
+    this.rejectNow(new Error(reason));
+    for (const listener of [...this.listeners]) listener();
+  }
+
+  /** Calls `listener` when fired; returns a function that stops that. */
+  onFire(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** @throws the abort's reason as an Error when it was fired. */
+  check(): void {
+    if (this.reason !== undefined) throw new Error(this.reason);
+  }
+
+  /**
+   * The error an aborted start rejects with.
+   * @param name the context's name.
+   * @param stage how far it got: `'not started'` (shut down before it
+   *   began), `'starting'` (no process of its own yet, or one being killed),
+   *   `'stopped'` (its process was killed and reaped).
+   * @param lastOutput the process's last output, for `'stopped'`.
+   */
+  error(name: string, stage: 'not started' | 'starting' | 'stopped', lastOutput?: string): BootstrapError {
+    const what =
+      stage === 'not started'
+        ? `${this.reason}, so it was not started`
+        : stage === 'starting'
+          ? `${this.reason} while starting it`
+          : `${this.reason} while starting it, so its process was stopped`;
+    return new BootstrapError(name, what, lastOutput);
   }
 }
 
@@ -305,33 +478,6 @@ function within<T, F>(promise: Promise<T>, ms: number, fallback: F): Promise<T |
   return Promise.race([promise, new Promise<F>((resolve) => (timer = setTimeout(resolve, ms, fallback)))]).finally(() =>
     clearTimeout(timer),
   );
-}
-
-/**
- * `promise`, or a rejection with `onTimeout()` at `deadline` (ms since the
- * epoch); a value that arrives after the deadline is handed to `onLate`.
- */
-function withDeadline<T>(
-  promise: Promise<T>,
-  deadline: number,
-  onTimeout: () => Error,
-  onLate: (value: T) => void,
-): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let late = false;
-  promise.then((value) => late && onLate(value)).catch(() => {});
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => {
-          late = true;
-          reject(onTimeout());
-        },
-        Math.max(0, deadline - Date.now()),
-      );
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 /** A session whose name is `name`, else what the method describes, else the method's name. */

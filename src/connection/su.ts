@@ -21,6 +21,17 @@ export interface SuOptions extends BecomeOptions {
   suPath?: string;
 }
 
+// Only su's own messages count: lines it starts with `su: ` (util-linux,
+// shadow, BusyBox, BSD), and the few lines a refused account's shell prints
+// instead. Anything else before the interpreter runs is the target's login
+// profile talking (`-bash: cd: /root: Permission denied`), not a refusal.
+
+/** su rejecting the password it was given: util-linux and shadow, BusyBox, BSD. */
+const WRONG_PASSWORD = /^su: [^\n]*(?:authentication failure|incorrect password)|^(?:su: )?sorry\.?[ \t]*$/im;
+/** su refusing the switch: PAM's account checks, unknown accounts, nologin shells. */
+const REFUSED =
+  /^su: [^\n]*(?:permission denied|does not exist|unknown user|not allowed)|^this account is currently not available|^no passwd entry for user/im;
+
 /**
  * `su`: a child running as another account, authenticated with that
  * account's password. su reads the password from stdin when it has no
@@ -37,11 +48,8 @@ export const su: ConnectionMethod<SuOptions> = {
   },
   conversation(options, session) {
     return becomeConversation('su', options, session, PASSWORD_PROMPT, ({ from, to, contextName }) => [
-      wrongPassword(contextName, 'su', from, to, /authentication failure|incorrect password|sorry/i),
-      {
-        pattern: /account is currently not available|user .* does not exist|permission denied/i,
-        error: notAllowed(contextName, `${from} cannot become ${to} with su`),
-      },
+      wrongPassword(contextName, 'su', from, to, WRONG_PASSWORD),
+      { pattern: REFUSED, error: notAllowed(contextName, `${from} cannot become ${to} with su`) },
     ]);
   },
 };

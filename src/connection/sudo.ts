@@ -21,7 +21,9 @@ export interface SudoOptions extends BecomeOptions {
  * `sudo`: a child running as another account on the host of the context
  * that starts it. The prompt is replaced by a marker unique to each
  * attempt (`-p`), so translations, `pwfeedback` and other prompt variants
- * do not matter; the password goes to sudo's stdin (`-S`).
+ * do not matter; the password goes to sudo's stdin (`-S`). Works with the
+ * original sudo and with sudo-rs (`sudoPath`), whose prompts and refusals
+ * differ.
  */
 export const sudo: ConnectionMethod<SudoOptions> = {
   name: 'sudo',
@@ -46,7 +48,8 @@ export const sudo: ConnectionMethod<SudoOptions> = {
     return spawnTransport(command, {}, `sudo to ${to}`);
   },
   conversation(options, session) {
-    const prompt = new RegExp(`${escapeRegExp(marker(session.token))}\\s*$`);
+    // sudo prints the marker as is; sudo-rs wraps it with PAM's own prompt: `[sudo: <marker>] Password: `.
+    const prompt = new RegExp(`${escapeRegExp(marker(session.token))}(?:\\][^\\n]*)?\\s*$`);
     return becomeConversation('sudo', options, session, prompt, ({ from, to, contextName }) => [
       {
         pattern: /must have a tty to run sudo/i,
@@ -56,11 +59,20 @@ export const sudo: ConnectionMethod<SudoOptions> = {
         ),
       },
       {
+        // sudo's, then sudo-rs's own ("I'm sorry <user>. I'm afraid I can't do that" when not in sudoers).
         pattern:
-          /is not in the sudoers file|is not allowed to (?:execute|run)|may not run sudo|not allowed to run sudo/i,
+          /is not in the sudoers file|is not allowed to (?:execute|run|authenticate)|user \S+ may not run|not allowed to run sudo|I'm afraid I can't do that/i,
         error: notAllowed(contextName, `${from} may not run commands as ${to} with sudo; add a sudoers rule for it`),
       },
-      wrongPassword(contextName, 'sudo', from, to, /incorrect password attempt|authentication failure/i),
+      // sudo's "3 incorrect password attempts", PAM's "Authentication failure"; sudo-rs's
+      // "Authentication failed, try again." and "Maximum 3 incorrect authentication attempts".
+      wrongPassword(
+        contextName,
+        'sudo',
+        from,
+        to,
+        /incorrect (?:password|authentication) attempt|authentication failure|authentication failed/i,
+      ),
     ]);
   },
 };

@@ -45,6 +45,26 @@ export interface ChildProcessHandle {
   unref(): void;
 }
 
+/**
+ * A child being started (its bootstrap under way), as the broker needs it
+ * to abort the start when it shuts down.
+ */
+export interface StartingChild {
+  /** Name of the context being started, for debug output. */
+  readonly name: string;
+  /**
+   * Makes the start fail at once with a `BootstrapError` quoting `reason`;
+   * the start kills and reaps its process, if it has one. Called at most
+   * once, and only while the start is registered.
+   */
+  abort(reason: string): void;
+  /**
+   * Resolves (never rejects) once the start has ended, whichever way, and
+   * every process it started and did not hand to `addChild` is reaped.
+   */
+  readonly settled: Promise<void>;
+}
+
 interface ManagedChild {
   id: number;
   name: string;
@@ -60,6 +80,7 @@ interface ManagedChild {
  */
 export class Broker {
   private readonly children = new Map<number, ManagedChild>();
+  private readonly starting = new Set<StartingChild>();
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
   private closing: Promise<void> | undefined;
 
@@ -86,6 +107,25 @@ export class Broker {
   /** True once `shutdown()` has begun. */
   get isShuttingDown(): boolean {
     return this.closing !== undefined;
+  }
+
+  /**
+   * Registers a child being started, so that `shutdown()` aborts it and
+   * waits until it has settled. A start registered once shutdown has begun
+   * is aborted before this returns, and not waited for: register before
+   * starting anything, so that such a start never starts a process.
+   * @returns a function that unregisters the start; call it when the start
+   *   has ended, right after `addChild` when it succeeded.
+   */
+  addStarting(start: StartingChild): () => void {
+    if (this.closing) {
+      start.abort(this.shutdownReason());
+      return () => {};
+    }
+    this.starting.add(start);
+    return () => {
+      this.starting.delete(start);
+    };
   }
 
   /**
@@ -164,16 +204,36 @@ export class Broker {
   }
 
   /**
-   * Stops every child in parallel (each as `stopChild`) and clears timers.
-   * Idempotent: later calls return the first call's promise.
+   * Stops every child in parallel (each as `stopChild`), aborts every
+   * child being started (its bootstrap rejects with a `BootstrapError` and
+   * its process is killed and reaped), and clears timers. Resolves once
+   * all of those processes are gone. Idempotent: later calls return the
+   * first call's promise.
    */
   shutdown(grace = this.grace): Promise<void> {
     if (!this.closing) {
-      this.closing = Promise.all(this.childIds.map((id) => this.stopChild(id, grace))).then(() => {
+      const starts = [...this.starting];
+      this.starting.clear();
+      const reason = this.shutdownReason();
+      for (const start of starts) {
+        debug('%s: aborting the start of %s: %s', this.router.name, start.name, reason);
+        start.abort(reason);
+      }
+      this.closing = Promise.all([
+        ...this.childIds.map((id) => this.stopChild(id, grace)),
+        ...starts.map((start) => start.settled),
+      ]).then(() => {
         for (const timer of this.timers) clearTimeout(timer);
         this.timers.clear();
       });
     }
     return this.closing;
+  }
+
+  /** Why starts are aborted: this context is shutting down. */
+  private shutdownReason(): string {
+    return this.router.id === 0
+      ? `router '${this.router.name}' was shut down`
+      : `context '${this.router.name}' was shut down`;
   }
 }

@@ -18,13 +18,27 @@ export class Select<T = unknown> implements AsyncIterable<Selected<T>> {
   private readonly receivers: Receiver<T>[];
   private next = 0;
 
-  /** @param receivers the receivers to wait on; more can be added with `add`. */
+  /**
+   * @param receivers the receivers to wait on; more can be added with `add`.
+   * @throws TypeError when the same receiver is listed twice.
+   */
   constructor(receivers: Iterable<Receiver<T>>) {
-    this.receivers = [...receivers];
+    this.receivers = [];
+    for (const receiver of receivers) this.add(receiver);
   }
 
-  /** Adds a receiver to the set. */
+  /**
+   * Adds a receiver to the set.
+   * @throws TypeError when it is in the set already: each value is read
+   *   once, so a second entry could only skew the round-robin (Mitogen's
+   *   Select refuses it too).
+   */
   add(receiver: Receiver<T>): void {
+    if (this.receivers.indexOf(receiver) !== -1) {
+      throw new TypeError(
+        `the receiver on handle ${receiver.handle} of context '${receiver.router.name}' is already in this Select; add each receiver once`,
+      );
+    }
     this.receivers.push(receiver);
   }
 

@@ -36,6 +36,8 @@ export interface Accounts {
   feedback: Account;
   /** SSH by key; sudo to any account, root included, with its password: what the docs' examples do. */
   docs: Account;
+  /** su target (with its password) whose login profile fails a command: `cd: /root: Permission denied`. */
+  profile: Account;
 }
 
 /** A running test bed. */
@@ -67,7 +69,11 @@ const ROLES: Record<keyof Accounts, string> = {
   tty: 'tendril-tty',
   feedback: 'tendril-fb',
   docs: 'tendril-docs',
+  profile: 'tendril-prof',
 };
+
+/** sudo-rs, where Debian's package (and test/run.mjs) puts it; it reads the same sudoers. */
+export const SUDO_RS = '/usr/bin/sudo-rs';
 
 function run(command: string, args: string[], input?: string): string {
   return execFileSync(command, args, { encoding: 'utf8', input, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -79,10 +85,17 @@ function requireRoot(): void {
       'the SSH and sudo tests need root, to create test accounts and start a private sshd: run the suite as root (CI does)',
     );
   }
-  for (const tool of ['/usr/sbin/sshd', '/usr/bin/sudo', '/usr/bin/doas', '/usr/bin/script', '/usr/bin/ssh-keygen']) {
+  for (const tool of [
+    '/usr/sbin/sshd',
+    '/usr/bin/sudo',
+    SUDO_RS,
+    '/usr/bin/doas',
+    '/usr/bin/script',
+    '/usr/bin/ssh-keygen',
+  ]) {
     if (!existsSync(tool)) {
       throw new Error(
-        `${tool} is missing: install openssh-server, sudo, opendoas and bsdutils (npm test does this as root)`,
+        `${tool} is missing: install openssh-server, sudo, sudo-rs, opendoas and bsdutils (npm test does this as root)`,
       );
     }
   }
@@ -168,6 +181,11 @@ function ensureAccounts(): Accounts {
     `${accounts.docs.name} ALL=(ALL) ALL`,
     '',
   ].join('\n');
+  // A login profile that prints an error, as real ones do: su's refusals must not match it.
+  const profileHome = run('getent', ['passwd', accounts.profile.name]).split(':')[5] as string;
+  writeFileSync(join(profileHome, '.bash_profile'), '# tendril test bed (test/support/testbed.ts)\ncd /root\ncd\n', {
+    mode: 0o644,
+  });
   const sudoersFile = '/etc/sudoers.d/tendril-test';
   writeFileSync(`${sudoersFile}.new`, sudoers, { mode: 0o440 });
   run('visudo', ['-cf', `${sudoersFile}.new`]);
