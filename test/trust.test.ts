@@ -155,7 +155,10 @@ describe('what a hostile child can make the master do', () => {
     const [status, error] = decode(reply.data) as [number, { name: string; message: string }];
     assert.equal(status, 1);
     assert.equal(error.name, 'ProtocolError');
-    assert.match(error.message, /malformed STOP_CHILD message from context 0: request: expected an array of 2 items/);
+    assert.match(
+      error.message,
+      /malformed STOP_CHILD message from context 'master': request: expected an array of 2 items/,
+    );
     assert.equal(await a.call(() => 'alive'), 'alive');
   });
 

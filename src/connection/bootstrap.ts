@@ -206,6 +206,7 @@ async function startChild<O extends CommonOptions>(
       id: ids.id,
       name,
       parentIds: [router.id, ...router.parentIds],
+      parentNames: [router.id, ...router.parentIds].map((id) => router.nameOf(id)),
       maxMessageSize: router.maxMessageSize,
       idBlock: ids.block,
       debug: runtime.debugNamespaces,

@@ -77,6 +77,10 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
     maxMessageSize: config.maxMessageSize,
   });
   router.setParentStream(stream);
+  config.parentIds.forEach((id, i) => {
+    const name = config.parentNames?.[i];
+    if (typeof name === 'string') router.setName(id, name);
+  });
   // Refusals in a child are reported on its stderr, which reaches the master as log records.
   router.on('warning', (warning) => process.stderr.write(`tendril warning: ${warning.message}\n`));
   const broker = new Broker(router);

@@ -581,6 +581,7 @@ const REVIVABLE: Record<string, new (...args: never[]) => Error> = {
   UnsupportedValueError,
   CapturedVariableError,
 };
+// Classes defined below the table join it when their module is evaluated.
 
 /** Most data fields taken from a remote tendril error, and the longest string or list kept. */
 const MAX_FIELDS = 16;
@@ -682,3 +683,5 @@ export class ModuleRequestError extends TendrilError {
     super(message, 'ERR_TENDRIL_MODULE_REQUEST');
   }
 }
+
+REVIVABLE.ModuleRequestError = ModuleRequestError;

@@ -1,12 +1,10 @@
 import * as vm from 'node:vm';
 import { encode } from './codec.js';
 import { ModuleRequestError, ProtocolError } from './errors.js';
-import { GET_MODULE } from './handles.js';
 import { Message } from './message.js';
 import {
   closureOf,
   emptyRecord,
-  errorReply,
   type FileRecord,
   fitRecord,
   isBareSpecifier,
@@ -24,9 +22,11 @@ import {
   resolutionKey,
   type Target,
 } from './module-protocol.js';
-import { fromChildStream } from './policy.js';
+import { GET_MODULE_SPEC } from './protocol/get-module.js';
+import type { ImporterStats } from './protocol/module-stats.js';
+import { openReply, serve } from './protocol/serve.js';
+import { deadReason, type Router } from './router.js';
 import type { Stream } from './stream.js';
-import type { Router } from './router.js';
 
 /** Specifier under which tendril's bundled modules ask for the core they run against. */
 export const CORE_MODULE_ID = 'tendril:core';
@@ -35,27 +35,8 @@ export const CONNECTION_MODULE_ID = 'tendril:connection';
 /** How long a synchronous `require()` waits for its module, in ms. */
 export const SYNC_FETCH_TIMEOUT = 30_000;
 
-/** Counters of one context's module forwarding, from `context.moduleStats()`. */
-export interface ImporterStats {
-  /** GET_MODULE requests this context sent to its parent (round trips). */
-  requestsSent: number;
-  /** Of those, requests made synchronously (a `require()` outside the static closure). */
-  syncRequests: number;
-  /** Files received from the parent. */
-  filesReceived: number;
-  /** Bytes of source received from the parent. */
-  bytesReceived: number;
-  /** GET_MODULE requests from children answered. */
-  requestsServed: number;
-  /** Of those, requests answered entirely from this context's cache. */
-  servedFromCache: number;
-  /** Files sent to children. */
-  filesSent: number;
-  /** Bytes of source sent to children. */
-  bytesSent: number;
-  /** Modules evaluated in this context. */
-  modulesLoaded: number;
-}
+/** Counters of one context's module forwarding (defined with MODULE_STATS). */
+export type { ImporterStats } from './protocol/module-stats.js';
 
 /** Options of a context's importer. */
 export interface ImporterOptions {
@@ -158,9 +139,10 @@ export class Importer {
     const moduleApi = nativeRequire('module') as { builtinModules: string[] } & Importer['Module'];
     this.builtins = moduleApi.builtinModules;
     this.Module = moduleApi;
-    router.addHandler((message, stream) => this.onGetModule(message, stream), {
-      handle: GET_MODULE,
-      policy: fromChildStream(router),
+    // Files count as sent only once the reply carrying them has gone out.
+    serve(router, GET_MODULE_SPEC, (_request, message, stream) => this.answer(message, stream), {
+      onSent: (reply, message) => this.markSent(message.src, reply as ModuleReply),
+      replyRequired: true,
     });
     router.on('disconnect', (contextId) => this.sentTo.delete(contextId));
   }
@@ -318,7 +300,13 @@ export class Importer {
       this.stats.requestsSent++;
       this.stats.syncRequests++;
       const message = Message.encoded(
-        { dst: this.router.parentId, src: this.router.id, auth: this.router.id, handle: GET_MODULE, replyTo: 0 },
+        {
+          dst: this.router.parentId,
+          src: this.router.id,
+          auth: this.router.id,
+          handle: GET_MODULE_SPEC.handle,
+          replyTo: 0,
+        },
         request,
       );
       if (!this.accept(this.options.requestSync(message), from, kind)) return;
@@ -350,7 +338,7 @@ export class Importer {
       let reply: Message;
       try {
         this.stats.requestsSent++;
-        reply = await this.router.request(this.router.parentId, GET_MODULE, payload, {
+        reply = await this.router.request(this.router.parentId, GET_MODULE_SPEC.handle, payload, {
           what: `fetching ${specs.join(', ')}`,
         });
       } finally {
@@ -383,9 +371,8 @@ export class Importer {
    *   partial without bringing anything new (it would never end).
    */
   private accept(reply: Message, from: string, kind: ModuleKind): boolean {
-    if (reply.isDead) throw new ModuleRequestError(`module request failed: ${reply.unpack()}`);
-    const { resolved, files, partial, error } = reply.unpack() as ModuleReply;
-    if (typeof error === 'string') throw new ModuleRequestError(error);
+    if (reply.isDead) throw new ModuleRequestError(`module request failed: ${deadReason(reply)}`);
+    const { resolved, files, partial } = openReply(this.router, this.router.parentId, GET_MODULE_SPEC, reply);
     let received = 0;
     for (const file of files) {
       if (!this.files.has(file.path)) {
@@ -415,41 +402,13 @@ export class Importer {
       this.resolved.delete(this.resolved.keys().next().value as string);
   }
 
-  /**
-   * Handles one GET_MODULE message from a child. This is the only place a
-   * reply is sent: `answer` computes it (or throws, which becomes an
-   * error reply), and `send` cannot throw, so every request gets exactly
-   * one answer and nothing escapes into an unhandled rejection.
-   * When this becomes the router's `serve()`, what `send` does after
-   * sending (marking the reply's files as sent) must still follow the
-   * send, never precede it.
-   */
-  private onGetModule(message: Message, stream: Stream | undefined): void {
-    // Nothing could tell the child what was resolved, or mark files as sent: not worth any work.
-    if (message.replyTo === 0) return;
-    this.answer(message, stream).then(
-      (reply) => this.send(message, reply),
-      (error: unknown) => this.send(message, errorReply(error instanceof Error ? error.message : String(error))),
-    );
-  }
-
-  /** Sends `reply`, then records the files it carried as sent to that child. Never throws. */
-  private send(message: Message, reply: ModuleReply): void {
-    try {
-      this.router.reply(message, reply);
-    } catch (error) {
-      try {
-        this.router.reply(message, errorReply(`context '${this.router.name}' could not send its answer: ${error}`));
-      } catch {
-        // The child is unreachable; there is nobody left to tell.
-      }
-      return;
-    }
+  /** Records the files `reply` carried as sent to child `childId`. */
+  private markSent(childId: number, reply: ModuleReply): void {
     if (reply.files.length === 0) return;
-    let sent = this.sentTo.get(message.src);
+    let sent = this.sentTo.get(childId);
     if (!sent) {
       sent = new Set();
-      this.sentTo.set(message.src, sent);
+      this.sentTo.set(childId, sent);
     }
     for (const file of reply.files) {
       sent.add(file.path);

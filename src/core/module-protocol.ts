@@ -79,12 +79,6 @@ export interface ModuleReply {
   files: FileRecord[];
   /** More files follow: send the same request again. */
   partial?: boolean;
-  /**
-   * The request could not be answered (malformed, over a limit, the
-   * server failed): the message to throw. Nothing in the reply is to be
-   * remembered, so asking again later may succeed.
-   */
-  error?: string;
 }
 
 /** Most specifiers one GET_MODULE request may carry; the importer splits longer lists. */
@@ -136,11 +130,6 @@ export function parseModuleRequest(value: unknown): ModuleRequest | string {
       return `each specifier must be a string of 1 to ${MAX_SPECIFIER_LENGTH} characters`;
   }
   return { from, specs: specs as string[], kind };
-}
-
-/** The reply that tells the requester its request failed, and why. */
-export function errorReply(message: string): ModuleReply {
-  return { resolved: emptyRecord(), files: [], error: message };
 }
 
 /** The name a GET_MODULE request and the importer use for a resolution. */

@@ -5,14 +5,12 @@ import { basename, dirname, isAbsolute, join, resolve as resolvePath, sep } from
 import { fileURLToPath } from 'node:url';
 import { CALL_FILE } from '../core/dispatcher.js';
 import { ProtocolError } from '../core/errors.js';
-import { GET_MODULE } from '../core/handles.js';
 import { CONNECTION_MODULE_ID, CORE_MODULE_ID } from '../core/importer.js';
 import { logger } from '../core/log.js';
 import type { Message } from '../core/message.js';
 import {
   bareSpecifierPackage,
   emptyRecord,
-  errorReply,
   type FileRecord,
   fitRecord,
   hasDotSegments,
@@ -25,7 +23,8 @@ import {
   RequestLimiter,
   type Target,
 } from '../core/module-protocol.js';
-import { fromChildStream } from '../core/policy.js';
+import { GET_MODULE_SPEC } from '../core/protocol/get-module.js';
+import { serve } from '../core/protocol/serve.js';
 import type { Router } from '../core/router.js';
 import type { Stream } from '../core/stream.js';
 import { assetPath } from './assets.js';
@@ -105,9 +104,11 @@ export class ModuleResponder {
       (spec, importer, resolved) => this.check(spec, importer, resolved),
       (spec) => this.preset(spec),
     );
-    router.addHandler((message, stream) => this.onGetModule(message, stream), {
-      handle: GET_MODULE,
-      policy: fromChildStream(router),
+    // Files count as sent only once the reply carrying them has gone out.
+    serve(router, GET_MODULE_SPEC, (_request, message, stream) => this.answer(message, stream), {
+      onSent: (reply, message) => this.markSent(message.src, reply as ModuleReply),
+      // Nothing could tell the child what was resolved, or mark files as sent: not worth any work.
+      replyRequired: true,
     });
     // A context that is gone asks nothing more; what it was sent need not be remembered.
     router.on('disconnect', (contextId) => this.sentTo.delete(contextId));
@@ -258,44 +259,15 @@ export class ModuleResponder {
     );
   }
 
-  /**
-   * Handles one GET_MODULE message. This is the only place a reply is
-   * sent: `answer` computes it (or throws, which becomes an error reply),
-   * and `send` cannot throw, so every request gets exactly one answer and
-   * nothing escapes into an unhandled rejection.
-   * When this becomes the router's `serve()`, what `send` does after
-   * sending (marking the reply's files as sent) must still follow the
-   * send, never precede it.
-   */
-  private onGetModule(message: Message, stream: Stream | undefined): void {
-    // Nothing could tell the child what was resolved, or mark files as sent: not worth any work.
-    if (message.replyTo === 0) return;
-    this.answer(message, stream).then(
-      (reply) => this.send(message, reply),
-      (error: unknown) => this.send(message, errorReply(messageOf(error))),
-    );
-  }
-
-  /** Sends `reply`, then records the files it carried as sent. Never throws. */
-  private send(message: Message, reply: ModuleReply): void {
-    try {
-      this.router.reply(message, reply);
-    } catch (error) {
-      debug('could not answer GET_MODULE from context %d: %s', message.src, messageOf(error));
-      try {
-        this.router.reply(message, errorReply(`the master could not send its answer: ${messageOf(error)}`));
-      } catch {
-        // The requester is unreachable; there is nobody left to tell.
-      }
-      return;
-    }
+  /** Records the files `reply` carried as sent to `requester`. */
+  private markSent(requester: number, reply: ModuleReply): void {
     if (reply.files.length === 0) return;
-    let sent = this.sentTo.get(message.src);
+    let sent = this.sentTo.get(requester);
     if (!sent) {
       sent = new Set();
-      this.sentTo.set(message.src, sent);
+      this.sentTo.set(requester, sent);
     }
-    const perContext = this.contextCounters(message.src);
+    const perContext = this.contextCounters(requester);
     for (const file of reply.files) {
       sent.add(file.path);
       this.counters.filesSent++;

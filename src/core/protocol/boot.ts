@@ -10,6 +10,8 @@ export interface BootConfig {
   name: string;
   /** Ancestors, nearest first. */
   parentIds: number[];
+  /** Their names, in the same order, so errors from them name them. */
+  parentNames?: string[];
   /** Largest payload, in bytes. */
   maxMessageSize: number;
   /** IDs the child may hand to its own children, `[start, end)`, or null. */

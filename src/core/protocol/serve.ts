@@ -16,6 +16,13 @@ export interface ServeOptions {
    * there is nobody to tell. Default: a router warning.
    */
   onUnanswered?: (error: unknown, message: Message) => void;
+  /**
+   * Called after a success reply has been sent (not when it could not be):
+   * for bookkeeping that must follow the send, such as marking files as sent.
+   */
+  onSent?: (value: unknown, message: Message) => void;
+  /** Ignore requests that expect no reply (reply-to 0): the work would be wasted. Default false. */
+  replyRequired?: boolean;
 }
 
 /**
@@ -37,6 +44,7 @@ export function serve<Request, Reply>(
 ): void {
   router.addHandler(
     (message, stream) => {
+      if (options.replyRequired && message.replyTo === 0) return;
       let result: Reply | Promise<Reply>;
       try {
         const request = checkRequest(router, spec, message);
@@ -85,6 +93,7 @@ function answer(
     return;
   }
   let data: Uint8Array;
+  let sent = !failed;
   try {
     data = failed ? failureReply(value) : successReply(value, spec.replyName ?? 'reply');
     if (data.length > router.maxMessageSize) {
@@ -96,6 +105,7 @@ function answer(
     }
   } catch (error) {
     data = failureReply(error);
+    sent = false;
   }
   try {
     router.send(
@@ -106,7 +116,9 @@ function answer(
     );
   } catch (error) {
     router.deadReply(message, `${spec.name} in context '${router.name}' could not reply: ${describe(error)}`);
+    return;
   }
+  if (sent) options.onSent?.(value, message);
 }
 
 function describe(error: unknown): string {
