@@ -38,7 +38,7 @@ const childDebug = {
 const coreAsExternal = {
   name: 'core-as-external',
   setup(build) {
-    build.onResolve({ filter: /\/core\/[^/]+\.js$/ }, (args) => {
+    build.onResolve({ filter: /\/core\/.+\.js$/ }, (args) => {
       const path = resolve(args.resolveDir, args.path).replace(/\.js$/, '.ts');
       return path.startsWith(coreDir) ? { path: 'tendril:core', external: true } : undefined;
     });
@@ -95,6 +95,10 @@ const connection = await bundle(
   [portableMsgpackr, childDebug, coreAsExternal],
   'cjs',
 );
+// A second copy of core code in it would split classes and tables in two.
+if (connection.includes('tendril.routerSwitch') || connection.includes('tendril.errorBrands')) {
+  throw new Error('the connection bundle contains core modules: import them from src/core so they resolve to tendril:core');
+}
 writeFileSync(join(out, 'connection.cjs'), connection);
 
 // The openssh method's SSH_ASKPASS helper ships with the built package.

@@ -2,9 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { describeExit } from '../core/broker.js';
 import { encode } from '../core/codec.js';
 import { BootstrapError, ConnectTimeoutError, InterpreterError } from '../core/errors.js';
-import { BOOT } from '../core/handles.js';
 import type { ChildIds } from '../core/ids.js';
 import { LineSplitter, logger } from '../core/log.js';
+import { BOOT_SPEC } from '../core/protocol/boot.js';
+import { openReply } from '../core/protocol/serve.js';
 import type { BootConfig, ReadyInfo, Runtime } from '../core/runtime.js';
 import { Stream } from '../core/stream.js';
 import { bootstrapPayload, firstStage, HELLO } from './first-stage.js';
@@ -215,14 +216,14 @@ async function startChild<O extends CommonOptions>(
       preferTargetModules: options.preferTargetModules === true,
     };
     const reply = await Promise.race([
-      router.request(ids.id, BOOT, encode(config), { what: 'bootstrap' }),
+      router.request(ids.id, BOOT_SPEC.handle, encode(config), { what: 'bootstrap' }),
       ended().then((error) => Promise.reject(error)),
       timedOut,
       abort.rejected,
     ]);
     // A reply and a shutdown in the same turn: the shutdown wins, so no child outlives it.
     abort.check();
-    const info = reply.unpack() as ReadyInfo;
+    const info = openReply(router, ids.id, BOOT_SPEC, reply);
     // From now on the child only keeps the event loop alive while calls to it are pending.
     transport.process.unref();
     runtime.broker.addChild(ids.id, name, transport.process, stream);

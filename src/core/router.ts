@@ -14,6 +14,7 @@ import { functionSource } from './function-source.js';
 import { FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './handles.js';
 import { type LogRecord, logger } from './log.js';
 import { FLAG_DEAD, MAX_ID, Message } from './message.js';
+import { successReply } from './protocol/envelope.js';
 import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC } from './protocol/routes.js';
 import { serve } from './protocol/serve.js';
 import { RateLimit } from './rate-limit.js';
@@ -417,11 +418,20 @@ export class Router extends EventEmitter<RouterEvents> {
     });
   }
 
-  /** Replies to `message` with `value` on its reply-to handle. Does nothing if it expects no reply. */
+  /**
+   * Replies to `message` with `value`, in the success envelope, on its
+   * reply-to handle; does nothing if it expects no reply. For the one
+   * request answered outside `serve()`: BOOT, which arrives before there
+   * is a router to serve it.
+   * @throws UnsupportedValueError, MessageTooLargeError as `send`.
+   */
   reply(message: Message, value: unknown): void {
     if (message.replyTo === 0) return;
     this.send(
-      Message.encoded({ dst: message.src, src: this.id, auth: this.id, handle: message.replyTo, replyTo: 0 }, value),
+      new Message(
+        { dst: message.src, src: this.id, auth: this.id, handle: message.replyTo, replyTo: 0, flags: 0 },
+        successReply(value, 'reply'),
+      ),
     );
   }
 
