@@ -11,6 +11,17 @@ import './master/installed.js';
 export type { CommonOptions } from './connection/bootstrap.js';
 export { DEFAULT_CONNECT_TIMEOUT } from './connection/bootstrap.js';
 export type { DoasOptions } from './connection/doas.js';
+export {
+  AuthenticationError,
+  BootstrapError,
+  ConnectionRefusedError,
+  ConnectTimeoutError,
+  HostKeyError,
+  InterpreterError,
+  NotAllowedError,
+  PasswordError,
+  UnknownHostError,
+} from './connection/errors.js';
 export type { LocalOptions } from './connection/local.js';
 export { local as localMethod } from './connection/local.js';
 export type { ConnectionMethod, Transport } from './connection/method.js';
@@ -24,26 +35,18 @@ export type { CallOptions, ContextInfo, RemoteModule, ShutdownOptions } from './
 export { Context } from './core/context.js';
 export type { RemoteErrorInfo } from './core/errors.js';
 export {
-  AuthenticationError,
-  BootstrapError,
   CallError,
   CapturedVariableError,
   ChannelError,
-  ConnectionRefusedError,
-  ConnectTimeoutError,
   ContextDisconnectedError,
   DecodeError,
-  HostKeyError,
-  InterpreterError,
   InvalidOptionError,
   MessageTooLargeError,
-  NotAllowedError,
-  PasswordError,
+  ModuleRequestError,
   ProtocolError,
   StreamError,
   TendrilError,
   TimeoutError,
-  UnknownHostError,
   UnsupportedValueError,
 } from './core/errors.js';
 export { DEFAULT_MAX_MESSAGE_SIZE } from './core/framing.js';

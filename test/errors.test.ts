@@ -7,6 +7,7 @@ import { remoteError, toRemoteErrorInfo } from '#dist/core/errors.js';
 
 const require = createRequire(import.meta.url);
 const errorsModule = require.resolve('#dist/core/errors.js');
+const connectionErrorsModule = require.resolve('#dist/connection/errors.js');
 
 /** Every class the package exports whose name ends in Error. */
 const classes = (Object.entries(tendril) as [string, unknown][]).filter(
@@ -46,7 +47,11 @@ describe('error classes', () => {
 
   test('instanceof holds across two copies of the package', async () => {
     // The same file under another URL is a second, separate module instance, as a duplicate install would be.
-    const copy = (await import(`${pathToFileURL(errorsModule).href}?copy=2`)) as typeof tendril;
+    const copy = {
+      ...((await import(`${pathToFileURL(errorsModule).href}?copy=2`)) as typeof tendril),
+      ...((await import(`${pathToFileURL(connectionErrorsModule).href}?copy=2`)) as typeof tendril),
+    };
+    assert.notEqual(copy.BootstrapError, tendril.BootstrapError);
     assert.notEqual(copy.ChannelError, tendril.ChannelError);
     const theirs = new copy.ContextDisconnectedError('web1', 3, 'gone');
     assert.ok(theirs instanceof tendril.ContextDisconnectedError);

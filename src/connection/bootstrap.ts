@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { describeExit } from '../core/broker.js';
 import { encode } from '../core/codec.js';
-import { BootstrapError, ConnectTimeoutError, InterpreterError } from '../core/errors.js';
 import type { ChildIds } from '../core/ids.js';
 import { LineSplitter, logger } from '../core/log.js';
 import { BOOT_SPEC } from '../core/protocol/boot.js';
 import { openReply } from '../core/protocol/serve.js';
 import type { BootConfig, ReadyInfo, Runtime } from '../core/runtime.js';
 import { Stream } from '../core/stream.js';
+import { BootstrapError, ConnectTimeoutError, InterpreterError } from './errors.js';
 import { bootstrapPayload, firstStage, HELLO } from './first-stage.js';
 import type { ConnectionMethod, Session, Transport } from './method.js';
 import { bootstrapArgv } from './shell.js';

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { hostname } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
-import { PasswordError } from '../core/errors.js';
+import { PasswordError } from './errors.js';
 import { spawnTransport } from './local.js';
 import type { ConnectionMethod, Transport } from './method.js';
 import { processHandle } from './process.js';

@@ -1,7 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { ChildProcessHandle } from '../core/broker.js';
-import type { BootstrapError } from '../core/errors.js';
 import type { Refable } from '../core/stream.js';
+import type { BootstrapError } from './errors.js';
 
 /**
  * A started target process. Its stdin and stdout carry the stream (the

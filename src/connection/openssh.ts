@@ -4,6 +4,8 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { milliseconds } from '../core/options.js';
+import type { CommonOptions } from './bootstrap.js';
 import {
   AuthenticationError,
   BootstrapError,
@@ -12,9 +14,7 @@ import {
   HostKeyError,
   PasswordError,
   UnknownHostError,
-} from '../core/errors.js';
-import { milliseconds } from '../core/options.js';
-import type { CommonOptions } from './bootstrap.js';
+} from './errors.js';
 import type { ConnectionMethod, Transport } from './method.js';
 import { processHandle } from './process.js';
 import { shellCommand } from './shell.js';

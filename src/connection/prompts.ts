@@ -1,6 +1,6 @@
 import { hostname, userInfo } from 'node:os';
-import { NotAllowedError, PasswordError } from '../core/errors.js';
 import type { CommonOptions } from './bootstrap.js';
+import { NotAllowedError, PasswordError } from './errors.js';
 import type { Conversation, Reply, Session } from './method.js';
 
 /** Options every method that becomes another account takes (sudo, su, doas). */

@@ -3,6 +3,9 @@ import { connect as tcpConnect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AnyAuthMethod, BaseAgent, Client, ClientChannel, ParsedKey } from 'ssh2';
 import type { ChildProcessHandle, ExitStatus } from '../core/broker.js';
+import { logger } from '../core/log.js';
+import { milliseconds } from '../core/options.js';
+import { type CommonOptions, DEFAULT_CONNECT_TIMEOUT } from './bootstrap.js';
 import {
   AuthenticationError,
   BootstrapError,
@@ -11,10 +14,7 @@ import {
   HostKeyError,
   PasswordError,
   UnknownHostError,
-} from '../core/errors.js';
-import { logger } from '../core/log.js';
-import { milliseconds } from '../core/options.js';
-import { type CommonOptions, DEFAULT_CONNECT_TIMEOUT } from './bootstrap.js';
+} from './errors.js';
 import { fingerprint, hostKeyName, readKnownHosts, recordHostKey, verifyHostKeyAs } from './known-hosts.js';
 import type { ConnectionMethod, Session, Transport } from './method.js';
 import { importPackage } from './packages.js';

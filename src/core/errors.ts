@@ -176,170 +176,6 @@ export class ContextDisconnectedError extends ChannelError {
   }
 }
 
-/** Starting a child context failed before it reported itself ready. */
-export class BootstrapError extends TendrilError {
-  /** Name the new context would have had. */
-  readonly contextName: string;
-  /** The last lines the child process wrote to its diagnostic output. */
-  readonly lastOutput: string;
-
-  /**
-   * @param contextName the name the context would have had.
-   * @param what what went wrong.
-   * @param lastOutput the last lines the child wrote, quoted in the message; undefined when no process ran.
-   * @param code the stable `code`; subclasses pass their own.
-   */
-  constructor(contextName: string, what: string, lastOutput: string | undefined, code = 'ERR_TENDRIL_BOOTSTRAP') {
-    // undefined: the failure happened before any process could write (authentication, host key, ...).
-    const quoted =
-      lastOutput === undefined
-        ? ''
-        : lastOutput.trim()
-          ? `; its last output was:\n${indent(lastOutput.trim())}`
-          : '; it wrote no output';
-    super(`could not start context '${contextName}': ${what}${quoted}`, code);
-    this.contextName = contextName;
-    this.lastOutput = lastOutput ?? '';
-  }
-}
-
-/** The child did not become ready within `connectTimeout`; it was killed and reaped. */
-export class ConnectTimeoutError extends BootstrapError {
-  /** The limit that passed, in milliseconds. */
-  readonly timeoutMs: number;
-  /**
-   * What the connection was doing when time ran out, naming host and port
-   * where there is one, e.g. `'SSH handshake with deploy@web1:22'`.
-   */
-  readonly step: string;
-
-  /**
-   * @param contextName the name the context would have had.
-   * @param timeoutMs the limit that passed, in ms.
-   * @param lastOutput the last lines the child wrote.
-   * @param step what the connection was doing, e.g. `'authenticating as deploy to web1:22'`.
-   * @param limit which limit passed; default `'connectTimeout'`.
-   */
-  constructor(contextName: string, timeoutMs: number, lastOutput: string, step = 'starting', limit = 'connectTimeout') {
-    super(
-      contextName,
-      `not ready after ${timeoutMs} ms (${limit}) while ${step}, so it was stopped`,
-      lastOutput,
-      'ERR_TENDRIL_CONNECT_TIMEOUT',
-    );
-    this.timeoutMs = timeoutMs;
-    this.step = step;
-  }
-}
-
-/** A password was needed and was wrong, or was needed and not given. Raised as soon as it is known. */
-export class PasswordError extends BootstrapError {
-  /**
-   * @param contextName the context that was being started.
-   * @param what which password, for whom and where, and what went wrong.
-   */
-  constructor(contextName: string, what: string) {
-    super(contextName, what, undefined, 'ERR_TENDRIL_PASSWORD');
-  }
-}
-
-/** The account may not become the target user (not in sudoers, not permitted by doas.conf, requiretty). */
-export class NotAllowedError extends BootstrapError {
-  /**
-   * @param contextName the context that was being started.
-   * @param what who may not do what, where, and the remedy.
-   * @param lastOutput what the tool printed.
-   */
-  constructor(contextName: string, what: string, lastOutput: string) {
-    super(contextName, what, lastOutput, 'ERR_TENDRIL_NOT_ALLOWED');
-  }
-}
-
-/** SSH authentication failed with every method tried. */
-export class AuthenticationError extends BootstrapError {
-  /** Methods tried, in order, e.g. `['publickey', 'password']`. */
-  readonly methodsTried: string[];
-
-  /**
-   * @param contextName the context that was being started.
-   * @param where `user@host:port`.
-   * @param methodsTried methods offered to the server.
-   */
-  constructor(contextName: string, where: string, methodsTried: string[]) {
-    super(
-      contextName,
-      `SSH authentication to ${where} failed; methods tried: ${methodsTried.join(', ') || 'none'}. Check the username, key (identityFile), passphrase, password or agent`,
-      undefined,
-      'ERR_TENDRIL_AUTHENTICATION',
-    );
-    this.methodsTried = methodsTried;
-  }
-}
-
-/** The server's host key is unknown (under the `strict` policy), changed, or revoked. */
-export class HostKeyError extends BootstrapError {
-  /** SHA256 fingerprint of the key the server presented. */
-  readonly presented: string;
-  /** Fingerprints known for the host, if any. */
-  readonly expected: string[];
-
-  /**
-   * @param contextName the context that was being started.
-   * @param what what is wrong with the key, naming the host and the known_hosts file.
-   * @param presented fingerprint presented.
-   * @param expected fingerprints on record.
-   */
-  constructor(contextName: string, what: string, presented: string, expected: string[]) {
-    super(contextName, what, undefined, 'ERR_TENDRIL_HOST_KEY');
-    this.presented = presented;
-    this.expected = expected;
-  }
-}
-
-/** Nothing listens at the address (TCP connection refused). */
-export class ConnectionRefusedError extends BootstrapError {
-  /**
-   * @param contextName the context that was being started.
-   * @param where `host:port`.
-   */
-  constructor(contextName: string, where: string) {
-    super(
-      contextName,
-      `connection to ${where} was refused: is the SSH server running and the port right?`,
-      undefined,
-      'ERR_TENDRIL_CONNECTION_REFUSED',
-    );
-  }
-}
-
-/** The host name does not resolve. */
-export class UnknownHostError extends BootstrapError {
-  /**
-   * @param contextName the context that was being started.
-   * @param host the name that did not resolve.
-   */
-  constructor(contextName: string, host: string) {
-    super(
-      contextName,
-      `host name '${host}' does not resolve; check the spelling or ~/.ssh/config`,
-      undefined,
-      'ERR_TENDRIL_UNKNOWN_HOST',
-    );
-  }
-}
-
-/** No usable Node.js interpreter on the target: none found, or too old. */
-export class InterpreterError extends BootstrapError {
-  /**
-   * @param contextName the context that was being started.
-   * @param what what was tried where, quoted from the target.
-   * @param lastOutput the target's output.
-   */
-  constructor(contextName: string, what: string, lastOutput: string) {
-    super(contextName, what, lastOutput, 'ERR_TENDRIL_INTERPRETER');
-  }
-}
-
 /** A message is larger than the router's `maxMessageSize`; nothing was sent. */
 export class MessageTooLargeError extends TendrilError {
   /** Size of the refused payload, in bytes. */
@@ -564,15 +400,6 @@ const REVIVABLE: Record<string, new (...args: never[]) => Error> = {
   TimeoutError,
   ChannelError,
   ContextDisconnectedError,
-  BootstrapError,
-  ConnectTimeoutError,
-  PasswordError,
-  NotAllowedError,
-  AuthenticationError,
-  HostKeyError,
-  ConnectionRefusedError,
-  UnknownHostError,
-  InterpreterError,
   MessageTooLargeError,
   StreamError,
   DecodeError,
@@ -581,7 +408,6 @@ const REVIVABLE: Record<string, new (...args: never[]) => Error> = {
   UnsupportedValueError,
   CapturedVariableError,
 };
-// Classes defined below the table join it when their module is evaluated.
 
 /** Most data fields taken from a remote tendril error, and the longest string or list kept. */
 const MAX_FIELDS = 16;
@@ -656,7 +482,10 @@ export function toRemoteErrorInfo(error: unknown): RemoteErrorInfo {
       stack: typeof error.stack === 'string' ? error.stack : '',
     };
     if (typeof code === 'string') info.code = code;
-    if (REVIVABLE[info.name] === error.constructor) info.fields = fieldsOf(error);
+    // biome-ignore lint/suspicious/noPrototypeBuiltins: Object.hasOwn is missing on the Node 12 to 16.8 a child may run.
+    const Class = Object.prototype.hasOwnProperty.call(REVIVABLE, info.name) ? REVIVABLE[info.name] : undefined;
+    // By brand, so an error of another copy of the package counts too.
+    if (Class && error instanceof Class) info.fields = fieldsOf(error);
     return info;
   }
   let message: string;
@@ -685,3 +514,14 @@ export class ModuleRequestError extends TendrilError {
 }
 
 REVIVABLE.ModuleRequestError = ModuleRequestError;
+
+/**
+ * Adds error classes of another layer (the connection methods' errors,
+ * loaded only where children are started) to those a remote error is
+ * rebuilt as; see `remoteError`. Their data fields must be among those it
+ * takes (`FIELDS`).
+ */
+export function registerRemoteErrors(classes: Record<string, new (...args: never[]) => Error>): void {
+  // The first copy of the package to register a name keeps it: the brands make either copy's errors match.
+  for (const name of Object.keys(classes)) REVIVABLE[name] ??= classes[name] as new (...args: never[]) => Error;
+}
