@@ -5,8 +5,8 @@ import { runInNewContext } from 'node:vm';
 import { DecodeError, StreamError } from 'tendril';
 import { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH } from '#dist/core/codec.js';
 import { encodeFrame, FrameDecoder } from '#dist/core/framing.js';
-import { FIRST_DYNAMIC_HANDLE } from '#dist/core/handles.js';
 import { HEADER_SIZE, Message } from '#dist/core/message.js';
+import { FIRST_DYNAMIC_HANDLE } from '#dist/core/protocol/handles.js';
 import { Router as CoreRouter } from '#dist/core/router.js';
 import { Sender } from '#dist/core/sender.js';
 

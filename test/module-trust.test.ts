@@ -6,8 +6,8 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type Context, Router, type RouterWarning } from 'tendril';
 import { encode } from '#dist/core/codec.js';
-import { GET_MODULE } from '#dist/core/handles.js';
 import { MAX_SPECS_PER_REQUEST, MAX_WAITING_MODULE_REQUESTS } from '#dist/core/module-protocol.js';
+import { GET_MODULE } from '#dist/core/protocol/handles.js';
 
 /**
  * Module forwarding as seen by a child that lies: the child writes raw

@@ -9,7 +9,7 @@ import {
   type RouterWarning,
 } from 'tendril';
 import { encode } from '#dist/core/codec.js';
-import { ADD_ROUTE, CALL_FUNCTION, GET_MODULE } from '#dist/core/handles.js';
+import { ADD_ROUTE, CALL_FUNCTION, GET_MODULE } from '#dist/core/protocol/handles.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
 

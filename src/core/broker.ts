@@ -1,6 +1,6 @@
-import { SHUTDOWN } from './handles.js';
 import { logger } from './log.js';
 import { Message } from './message.js';
+import { SHUTDOWN } from './protocol/handles.js';
 import { serve } from './protocol/serve.js';
 import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
 import type { Router } from './router.js';

@@ -6,7 +6,6 @@ import { Broker } from './broker.js';
 import { createCodeCache } from './code-cache.js';
 import { Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo } from './errors.js';
-import { BOOT } from './handles.js';
 import { IdPool } from './ids.js';
 import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT } from './importer.js';
 // The core's own namespace, for tendril modules loaded later (`tendril:core`).
@@ -15,6 +14,7 @@ import type { LogRecord } from './log.js';
 import { Message } from './message.js';
 import { CONNECT_SPEC } from './protocol/connect.js';
 import { FORWARD_LOG_SPEC, type ForwardLog } from './protocol/forward-log.js';
+import { BOOT } from './protocol/handles.js';
 import { MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { serve } from './protocol/serve.js';
 import { SHUTDOWN_SPEC } from './protocol/shutdown.js';

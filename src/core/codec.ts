@@ -1,6 +1,6 @@
 import { addExtension, Packr } from 'msgpackr';
 import { DecodeError, UnsupportedValueError } from './errors.js';
-import { FIRST_DYNAMIC_HANDLE } from './handles.js';
+import { FIRST_DYNAMIC_HANDLE } from './protocol/handles.js';
 
 /**
  * The payload codec: msgpack via msgpackr, with records off so every payload

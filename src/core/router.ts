@@ -11,10 +11,10 @@ import {
 } from './errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
 import { functionSource } from './function-source.js';
-import { FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './handles.js';
 import { type LogRecord, logger } from './log.js';
 import { FLAG_DEAD, MAX_ID, Message } from './message.js';
 import { successReply } from './protocol/envelope.js';
+import { FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './protocol/handles.js';
 import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC } from './protocol/routes.js';
 import { serve } from './protocol/serve.js';
 import { RateLimit } from './rate-limit.js';

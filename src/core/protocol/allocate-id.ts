@@ -1,6 +1,6 @@
-import { ALLOCATE_ID } from '../handles.js';
 import { fromChildStream } from '../policy.js';
 import { contextId, integer, tuple, Violation } from './check.js';
+import { ALLOCATE_ID } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
 /** A half-open range of context IDs, `[start, end)`. */

@@ -1,5 +1,5 @@
-import { BOOT } from '../handles.js';
 import { contextId, integer, MAX_NAME_LENGTH, record, string } from './check.js';
+import { BOOT } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
 /** Configuration sent to a new child in its BOOT message. */

@@ -1,6 +1,6 @@
-import { CALL_FUNCTION } from '../handles.js';
 import { hasParentAuthority } from '../policy.js';
 import { MAX_TEXT_LENGTH, record, string, strings, Violation } from './check.js';
+import { CALL_FUNCTION } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
 /**

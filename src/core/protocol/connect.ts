@@ -1,7 +1,7 @@
-import { CONNECT } from '../handles.js';
 import { hasParentAuthority } from '../policy.js';
 import { type ReadyInfo, readyInfo } from './boot.js';
 import { record, string, strings } from './check.js';
+import { CONNECT } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
 /** A CONNECT request: start a child from the receiving context (the `via` option). */

@@ -1,6 +1,6 @@
-import { FORWARD_LOG } from '../handles.js';
 import { fromChildStream } from '../policy.js';
 import { contextId, MAX_TEXT_LENGTH, string, tuple } from './check.js';
+import { FORWARD_LOG } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
 /**

@@ -1,7 +1,7 @@
-import { GET_MODULE } from '../handles.js';
 import { type ModuleReply, type ModuleRequest, parseModuleRequest } from '../module-protocol.js';
 import { fromChildStream } from '../policy.js';
 import { record, Violation } from './check.js';
+import { GET_MODULE } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
 /**

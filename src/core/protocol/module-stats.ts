@@ -1,6 +1,6 @@
-import { MODULE_STATS } from '../handles.js';
 import { hasParentAuthority } from '../policy.js';
 import { integer, record } from './check.js';
+import { MODULE_STATS } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
 /** Counters of one context's module forwarding, from `context.moduleStats()`. */

@@ -1,6 +1,6 @@
-import { ADD_ROUTE, DEL_ROUTE } from '../handles.js';
 import { fromChildStream } from '../policy.js';
 import { contextId, MAX_TEXT_LENGTH, string, tuple } from './check.js';
+import { ADD_ROUTE, DEL_ROUTE } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
 /** Request of ADD_ROUTE: a descendant and its name. */

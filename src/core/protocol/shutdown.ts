@@ -1,5 +1,5 @@
-import { SHUTDOWN } from '../handles.js';
 import { hasParentAuthority } from '../policy.js';
+import { SHUTDOWN } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
 /** SHUTDOWN: stop this context's children, then exit. Parent authority only; no reply. */

@@ -1,6 +1,6 @@
-import { STOP_CHILD } from '../handles.js';
 import { hasParentAuthority } from '../policy.js';
 import { contextId, integer, tuple } from './check.js';
+import { STOP_CHILD } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
 /** Request of STOP_CHILD: the child and the grace period in ms (null: the broker's default). */

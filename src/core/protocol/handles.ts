@@ -1,7 +1,8 @@
 /**
  * Standard handles: small fixed numbers every context listens on, like
- * well-known ports. Dynamic handles (reply receivers, user channels) are
- * allocated from `FIRST_DYNAMIC_HANDLE` upwards.
+ * well-known ports. Each is defined, with its policy and the shapes of its
+ * request and reply, in a file of this folder. Dynamic handles (reply
+ * receivers, user channels) are drawn from `FIRST_DYNAMIC_HANDLE` upwards.
  */
 
 /** Run a shipped function and reply with its result. Parent authority only. */
