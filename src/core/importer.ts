@@ -1,6 +1,6 @@
 import * as vm from 'node:vm';
 import { encode } from './codec.js';
-import { ModuleRequestError, ProtocolError } from './errors.js';
+import { ModuleRequestError, ProtocolError, TendrilError } from './errors.js';
 import { Message } from './message.js';
 import {
   closureOf,
@@ -47,9 +47,7 @@ export interface ImporterOptions {
 }
 
 /** The error a native addon `require()` throws in a child. */
-export class NativeModuleError extends Error {
-  /** Stable code. */
-  readonly code = 'ERR_TENDRIL_NATIVE_MODULE';
+export class NativeModuleError extends TendrilError {
   /**
    * @param pkg package the addon belongs to.
    * @param path the addon's path on the master.
@@ -57,8 +55,8 @@ export class NativeModuleError extends Error {
   constructor(pkg: string, path: string) {
     super(
       `${path} is a native addon of package '${pkg}'; tendril never ships native code. Install '${pkg}' on the target and start the context with preferTargetModules: true`,
+      'ERR_TENDRIL_NATIVE_MODULE',
     );
-    this.name = 'NativeModuleError';
   }
 }
 
