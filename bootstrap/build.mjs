@@ -97,7 +97,9 @@ const connection = await bundle(
 );
 // A second copy of core code in it would split classes and tables in two.
 if (connection.includes('tendril.routerSwitch') || connection.includes('tendril.errorBrands')) {
-  throw new Error('the connection bundle contains core modules: import them from src/core so they resolve to tendril:core');
+  throw new Error(
+    'the connection bundle contains core modules: import them from src/core so they resolve to tendril:core',
+  );
 }
 writeFileSync(join(out, 'connection.cjs'), connection);
 

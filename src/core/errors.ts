@@ -383,13 +383,6 @@ export function remoteError(info: RemoteErrorInfo, contextName: string, contextI
   return error;
 }
 
-function indent(text: string): string {
-  return text
-    .split('\n')
-    .map((line) => `  ${line}`)
-    .join('\n');
-}
-
 /**
  * tendril's error classes by name: a remote exception of one of these
  * names and codes is rebuilt as that class (see `remoteError`).
