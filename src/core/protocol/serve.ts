@@ -95,7 +95,7 @@ function answer(
   let data: Uint8Array;
   let sent = !failed;
   try {
-    data = failed ? failureReply(value) : successReply(value, spec.replyName ?? 'reply');
+    data = failed ? failure(value) : successReply(value, spec.replyName ?? 'reply');
     if (data.length > router.maxMessageSize) {
       throw new MessageTooLargeError(
         data.length,
@@ -104,7 +104,7 @@ function answer(
       );
     }
   } catch (error) {
-    data = failureReply(error);
+    data = failure(error);
     sent = false;
   }
   try {
@@ -118,11 +118,29 @@ function answer(
     router.deadReply(message, `${spec.name} in context '${router.name}' could not reply: ${describe(error)}`);
     return;
   }
-  if (sent) options.onSent?.(value, message);
+  if (!sent || !options.onSent) return;
+  try {
+    options.onSent(value, message);
+  } catch (error) {
+    router.warn('handler', `${router.name}: after replying to ${spec.name}: ${describe(error)}`);
+  }
+}
+
+/** A failure reply for `error`; one that cannot even be described (a throwing getter) becomes a plain one. */
+function failure(error: unknown): Uint8Array {
+  try {
+    return failureReply(error);
+  } catch {
+    return failureReply(new Error('the request failed with an error that could not be described'));
+  }
 }
 
 function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  try {
+    return error instanceof Error ? error.message : String(error);
+  } catch {
+    return 'an error that could not be described';
+  }
 }
 
 /** Options of `ask`. */
