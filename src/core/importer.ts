@@ -1,6 +1,6 @@
 import * as vm from 'node:vm';
 import { encode } from './codec.js';
-import { ModuleRequestError, ProtocolError, TendrilError } from './errors.js';
+import { ModuleRequestError, TendrilError } from './errors.js';
 import { Message } from './message.js';
 import {
   closureOf,
@@ -17,7 +17,6 @@ import {
   type ModuleRequest,
   ownValue,
   packReply,
-  parseModuleRequest,
   RequestLimiter,
   resolutionKey,
   type Target,
@@ -138,7 +137,7 @@ export class Importer {
     this.builtins = moduleApi.builtinModules;
     this.Module = moduleApi;
     // Files count as sent only once the reply carrying them has gone out.
-    serve(router, GET_MODULE_SPEC, (_request, message, stream) => this.answer(message, stream), {
+    serve(router, GET_MODULE_SPEC, (request, message, stream) => this.answer(request, message, stream), {
       onSent: (reply, message) => this.markSent(message.src, reply as ModuleReply),
       replyRequired: true,
     });
@@ -418,12 +417,9 @@ export class Importer {
   /**
    * The reply to a child's GET_MODULE message, from this context's cache,
    * fetching from the parent what is not there yet.
-   * @throws ProtocolError when the request is malformed.
    * @throws ModuleRequestError when the child has too many requests waiting, or the parent's answer failed.
    */
-  private async answer(message: Message, stream: Stream | undefined): Promise<ModuleReply> {
-    const request = parseModuleRequest(message.unpack());
-    if (typeof request === 'string') throw new ProtocolError('GET_MODULE', this.router.nameOf(message.src), request);
+  private async answer(request: ModuleRequest, message: Message, stream: Stream | undefined): Promise<ModuleReply> {
     const { from, specs, kind } = request;
     return this.limiter.run(
       stream ?? message.src,

@@ -4,7 +4,6 @@ import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, resolve as resolvePath, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CALL_FILE } from '../core/dispatcher.js';
-import { ProtocolError } from '../core/errors.js';
 import { CONNECTION_MODULE_ID, CORE_MODULE_ID } from '../core/importer.js';
 import { logger } from '../core/log.js';
 import type { Message } from '../core/message.js';
@@ -19,7 +18,6 @@ import {
   type ModuleRequest,
   ownValue,
   packReply,
-  parseModuleRequest,
   RequestLimiter,
   type Target,
 } from '../core/module-protocol.js';
@@ -105,7 +103,7 @@ export class ModuleResponder {
       (spec) => this.preset(spec),
     );
     // Files count as sent only once the reply carrying them has gone out.
-    serve(router, GET_MODULE_SPEC, (_request, message, stream) => this.answer(message, stream), {
+    serve(router, GET_MODULE_SPEC, (request, message, stream) => this.answer(request, message, stream), {
       onSent: (reply, message) => this.markSent(message.src, reply as ModuleReply),
       // Nothing could tell the child what was resolved, or mark files as sent: not worth any work.
       replyRequired: true,
@@ -288,19 +286,10 @@ export class ModuleResponder {
 
   /**
    * The reply to a GET_MODULE message.
-   * @throws ProtocolError when the request is malformed.
    * @throws ModuleRequestError when its requester has too many requests waiting.
    */
-  private async answer(message: Message, stream: Stream | undefined): Promise<ModuleReply> {
+  private async answer(request: ModuleRequest, message: Message, stream: Stream | undefined): Promise<ModuleReply> {
     const name = this.router.nameOf(message.src);
-    let value: unknown;
-    try {
-      value = message.unpack();
-    } catch (error) {
-      throw new ProtocolError('GET_MODULE', name, `undecodable payload: ${messageOf(error)}`);
-    }
-    const request = parseModuleRequest(value);
-    if (typeof request === 'string') throw new ProtocolError('GET_MODULE', name, request);
     this.counters.requests++;
     this.contextCounters(message.src).requests++;
     try {
@@ -381,10 +370,6 @@ export class ModuleResponder {
 function notFromCall(spec: string, from: string): string {
   const where = from.endsWith(CALL_FILE) ? `the directory ${dirname(from)}` : `the module ${from}`;
   return `Cannot find module '${spec}': the master resolved it as if required from ${where} (a shipped function's require() and import() resolve from the module that defines it, else the main module); pass \`base\` to context.callWith() or to the Router to resolve from elsewhere, or install the package there`;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function realpathOrUndefined(path: string): string | undefined {
