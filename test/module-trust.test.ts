@@ -8,6 +8,7 @@ import { type Context, Router, type RouterWarning } from 'tendril';
 import { encode } from '#dist/core/codec.js';
 import { MAX_SPECS_PER_REQUEST, MAX_WAITING_MODULE_REQUESTS } from '#dist/core/module-protocol.js';
 import { GET_MODULE } from '#dist/core/protocol/handles.js';
+import { frameBytes, writeBytes } from './support/frames.js';
 
 /**
  * Module forwarding as seen by a child that lies: the child writes raw
@@ -17,55 +18,11 @@ import { GET_MODULE } from '#dist/core/protocol/handles.js';
  * or serve a file outside what it was told to serve.
  */
 
-/** A raw frame a child writes: header fields as given, reply-to included. */
-interface RawFrame {
-  dst: number;
-  src: number;
-  handle: number;
-  replyTo: number;
-  payload: Buffer;
-}
-
-/**
- * Shipped to a child: writes frames on its stream to the parent (fd 4) as
- * one burst, the way a compromised child could. Waits out EAGAIN on a
- * non-blocking descriptor.
- */
-function writeFrames(frames: RawFrame[]): number {
-  const chunks: Buffer[] = [];
-  for (const frame of frames) {
-    const header = Buffer.alloc(28);
-    header.writeUInt16BE(0x7464, 0);
-    header[2] = 1;
-    header.writeUInt32BE(frame.dst, 4);
-    header.writeUInt32BE(frame.src, 8);
-    header.writeUInt32BE(frame.src, 12);
-    header.writeUInt32BE(frame.handle, 16);
-    header.writeUInt32BE(frame.replyTo, 20);
-    header.writeUInt32BE(frame.payload.length, 24);
-    chunks.push(header, Buffer.from(frame.payload));
-  }
-  const all = Buffer.concat(chunks);
-  const fs = require('node:fs') as typeof import('node:fs');
-  for (let offset = 0; offset < all.length; ) {
-    try {
-      offset += fs.writeSync(4, all, offset);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error;
-    }
-  }
-  return frames.length;
-}
-
 /** GET_MODULE frames from `child` to `dst` (default the master), one per payload, each expecting a reply. */
-function getModuleFrames(child: Context, payloads: unknown[], dst = 0): RawFrame[] {
-  return payloads.map((value) => ({
-    dst,
-    src: child.id,
-    handle: GET_MODULE,
-    replyTo: 4000,
-    payload: Buffer.from(encode(value)),
-  }));
+function getModuleFrames(child: Context, payloads: unknown[], dst = 0): Buffer {
+  return Buffer.concat(
+    payloads.map((value) => frameBytes({ dst, src: child.id, handle: GET_MODULE, replyTo: 4000 }, encode(value))),
+  );
 }
 
 /** Shipped to a child: what `require(spec)` does there, as `code: message` or `value: ...`. */
@@ -101,7 +58,7 @@ describe('a lying child cannot crash its parent through GET_MODULE', () => {
     for (const from of ['/etc/x.js', THIS_FILE]) {
       for (const kind of ['require', 'import']) payloads.push({ from, specs: PROTOTYPE_NAMES, kind });
     }
-    await liar.call(writeFrames, getModuleFrames(liar, payloads));
+    await liar.call(writeBytes, getModuleFrames(liar, payloads));
     await waitUntil(() => router.moduleStats().requests - before.requests === payloads.length);
     await waitUntil(() => router.moduleStats().refused - before.refused >= 2 * PROTOTYPE_NAMES.length);
     assert.ok(warnings.some((w) => w.code === 'module-refused' && w.message.includes("'__proto__' from /etc/x.js")));
@@ -139,10 +96,12 @@ describe('a lying child cannot crash its parent through GET_MODULE', () => {
       { from: THIS_FILE, specs: Array.from({ length: MAX_SPECS_PER_REQUEST + 1 }, (_, i) => `p${i}`), kind: 'require' },
       { from: THIS_FILE, specs: ['x'.repeat(5000)], kind: 'require' },
     ];
-    const frames = getModuleFrames(liar, payloads);
-    // And one that is not msgpack at all.
-    frames.push({ dst: 0, src: liar.id, handle: GET_MODULE, replyTo: 4000, payload: Buffer.from([0xc1]) });
-    await liar.call(writeFrames, frames);
+    const frames = Buffer.concat([
+      getModuleFrames(liar, payloads),
+      // And one that is not msgpack at all.
+      frameBytes({ dst: 0, src: liar.id, handle: GET_MODULE, replyTo: 4000 }, Buffer.from([0xc1])),
+    ]);
+    await liar.call(writeBytes, frames);
     assert.equal(await bystander.call(() => 'still served'), 'still served');
     assert.equal(router.moduleStats().requests, before.requests, 'malformed requests are not resolved');
     assert.equal(await liar.call(() => typeof require('chalk').red), 'function');
@@ -154,7 +113,7 @@ describe('a lying child cannot crash its parent through GET_MODULE', () => {
     const payloads: unknown[] = [];
     for (const kind of ['require', 'import']) payloads.push({ from: THIS_FILE, specs: PROTOTYPE_NAMES, kind });
     payloads.push({ from: THIS_FILE, specs: [1, 2], kind: 'require' }, null);
-    await leaf.call(writeFrames, getModuleFrames(leaf, payloads, middle.id));
+    await leaf.call(writeBytes, getModuleFrames(leaf, payloads, middle.id));
     assert.equal(await middle.call(() => 'middle alive'), 'middle alive');
     for (const name of PROTOTYPE_NAMES) assert.match(await leaf.call(tryRequire, name), /^MODULE_NOT_FOUND: /);
     assert.equal(await leaf.call(() => typeof require('chalk').red), 'function');
@@ -322,29 +281,8 @@ describe('module requests in flight are bounded per child', () => {
     }));
     // The flood, then (behind it on the same stream) ordinary requires until one is refused for the bound.
     const refusal = await flooder.call(
-      (frames: RawFrame[]) => {
-        const fs = require('node:fs') as typeof import('node:fs');
-        const chunks: Buffer[] = [];
-        for (const frame of frames) {
-          const header = Buffer.alloc(28);
-          header.writeUInt16BE(0x7464, 0);
-          header[2] = 1;
-          header.writeUInt32BE(frame.dst, 4);
-          header.writeUInt32BE(frame.src, 8);
-          header.writeUInt32BE(frame.src, 12);
-          header.writeUInt32BE(frame.handle, 16);
-          header.writeUInt32BE(frame.replyTo, 20);
-          header.writeUInt32BE(frame.payload.length, 24);
-          chunks.push(header, Buffer.from(frame.payload));
-        }
-        const all = Buffer.concat(chunks);
-        for (let offset = 0; offset < all.length; ) {
-          try {
-            offset += fs.writeSync(4, all, offset);
-          } catch (error) {
-            if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error;
-          }
-        }
+      (frames: Uint8Array) => {
+        (require('./support/frames.js') as typeof import('./support/frames.js')).writeBytes(frames);
         for (let i = 0; i < 100; i++) {
           try {
             require(`also-missing-${i}`);

@@ -10,29 +10,9 @@ import {
 } from 'tendril';
 import { encode } from '#dist/core/codec.js';
 import { ADD_ROUTE, CALL_FUNCTION, GET_MODULE } from '#dist/core/protocol/handles.js';
+import { frameBytes, writeBytes } from './support/frames.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
-
-/**
- * Shipped to a child to write one raw frame on its stream to the parent
- * (fd 4), the way a compromised or broken child could. Fields are written
- * as given, so the frame may lie about its source or be malformed.
- */
-function writeFrame(
-  fields: { magic?: number; dst: number; src: number; handle: number; length?: number },
-  payload: Buffer,
-) {
-  const header = Buffer.alloc(28);
-  header.writeUInt16BE(fields.magic ?? 0x7464, 0);
-  header[2] = 1;
-  header.writeUInt32BE(fields.dst, 4);
-  header.writeUInt32BE(fields.src, 8);
-  header.writeUInt32BE(fields.src, 12);
-  header.writeUInt32BE(fields.handle, 16);
-  header.writeUInt32BE(0, 20);
-  header.writeUInt32BE(fields.length ?? payload.length, 24);
-  (require('node:fs') as typeof import('node:fs')).writeSync(4, Buffer.concat([header, payload]));
-}
 
 function nextWarning(router: Router, code: RouterWarning['code']): Promise<RouterWarning> {
   return new Promise((resolve) => {
@@ -93,7 +73,7 @@ describe('trust between contexts', () => {
   test('a message claiming a source ID not routed through its stream is dropped', async () => {
     for (const forged of [0, b.id]) {
       const warned = nextWarning(router, 'forged-id');
-      await a.call(writeFrame, { dst: 0, src: forged, handle: 4242 }, Buffer.from(encode(null)));
+      await a.call(writeBytes, frameBytes({ dst: 0, src: forged, handle: 4242 }, encode(null)));
       const warning = await warned;
       assert.match(warning.message, new RegExp(`claiming auth ID ${forged} from stream a`));
     }
@@ -103,7 +83,7 @@ describe('trust between contexts', () => {
   test('a child cannot run code in its parent', async () => {
     const grandchild = await router.local({ name: 'sneaky', via: a });
     const attack = Buffer.from(encode({ f: '() => { globalThis.__pwned = true; }', a: [] }));
-    await grandchild.call(writeFrame, { dst: a.id, src: grandchild.id, handle: CALL_FUNCTION }, attack);
+    await grandchild.call(writeBytes, frameBytes({ dst: a.id, src: grandchild.id, handle: CALL_FUNCTION }, attack));
     await waitFor(() =>
       logs.some((r) => r.contextName === 'a' && /refused a message from context \d+ .* CALL_FUNCTION/.test(r.text)),
     );
@@ -113,7 +93,7 @@ describe('trust between contexts', () => {
 
   test('a child cannot announce a route to another subtree', async () => {
     const warned = nextWarning(router, 'bad-route');
-    await b.call(writeFrame, { dst: 0, src: b.id, handle: ADD_ROUTE }, Buffer.from(encode([a.id, 'hijacked'])));
+    await b.call(writeBytes, frameBytes({ dst: 0, src: b.id, handle: ADD_ROUTE }, encode([a.id, 'hijacked'])));
     assert.match((await warned).message, new RegExp(`refused ADD_ROUTE for context ${a.id} from stream b`));
     assert.equal(await a.call(() => process.pid), a.info.pid, 'calls to a still reach a');
   });
@@ -145,7 +125,7 @@ describe('malformed streams', () => {
     test(`${label} closes that stream with the reason; pending calls reject; others carry on`, async () => {
       const [bad, good] = await Promise.all([router.local({ name: 'bad' }), router.local({ name: 'good' })]);
       const pending = bad.call(() => new Promise((resolve) => setTimeout(resolve, 10_000)));
-      bad.callNoReply(writeFrame, { ...fields, src: bad.id }, Buffer.alloc(4));
+      bad.callNoReply(writeBytes, frameBytes({ ...fields, src: bad.id }, Buffer.alloc(4)));
       await assert.rejects(pending, (error: unknown) => {
         assert.ok(error instanceof ContextDisconnectedError);
         assert.equal(error.contextName, 'bad');

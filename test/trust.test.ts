@@ -4,7 +4,7 @@ import { ChannelError, type Context, type LogRecord, ProtocolError, Router, type
 import { decode, encode } from '#dist/core/codec.js';
 import { ALLOCATE_ID, CALL_FUNCTION, FORWARD_LOG, STOP_CHILD } from '#dist/core/protocol/handles.js';
 import { SUBTREE_ID_QUOTA } from '#dist/master/id-allocator.js';
-import { writeFrames } from './support/frames.js';
+import { frameBytes, writeBytes } from './support/frames.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
 
@@ -37,7 +37,11 @@ describe('what a hostile child can make the master do', () => {
     const before = toAttacker.stats.messagesOut;
     const count = 200_000;
     // Handle 999 is no standard handle and below the dynamic range: nothing listens there.
-    const took = await a.call(writeFrames, { dst: 0, src: a.id, handle: 999, replyTo: 1234 }, encode(null), count);
+    const took = await a.call(
+      writeBytes,
+      frameBytes({ dst: 0, src: a.id, handle: 999, replyTo: 1234 }, encode(null)),
+      count,
+    );
     await waitFor(() => floods.length > 0);
     const sent = toAttacker.stats.messagesOut - before;
     // A burst of 1000, then 1000 a second, plus the call's own reply.
@@ -56,7 +60,11 @@ describe('what a hostile child can make the master do', () => {
     assert.ok(toAttacker);
     const before = toAttacker.stats.messagesOut;
     const payload = encode({ f: '() => 1', a: [] });
-    const flood = a.call(writeFrames, { dst: b.id, src: a.id, handle: CALL_FUNCTION, replyTo: 1234 }, payload, 100_000);
+    const flood = a.call(
+      writeBytes,
+      frameBytes({ dst: b.id, src: a.id, handle: CALL_FUNCTION, replyTo: 1234 }, payload),
+      100_000,
+    );
     // The victim keeps answering while it is refusing the flood.
     for (let i = 0; i < 5; i++) assert.equal(await b.call((x: number) => x + 1, i), i + 1);
     const took = await flood;
@@ -72,8 +80,11 @@ describe('what a hostile child can make the master do', () => {
   test('dead messages and values from another context do not reach a receiver bound to a context', async () => {
     const receiver = router.receiver<string>({ contextId: b.id });
     const refused = collect(router, 'policy');
-    await a.call(writeFrames, { dst: 0, src: a.id, handle: receiver.handle, flags: 1 }, encode('closed by sender'));
-    await a.call(writeFrames, { dst: 0, src: a.id, handle: receiver.handle }, encode('forged value'));
+    await a.call(
+      writeBytes,
+      frameBytes({ dst: 0, src: a.id, handle: receiver.handle, flags: 1 }, encode('closed by sender')),
+    );
+    await a.call(writeBytes, frameBytes({ dst: 0, src: a.id, handle: receiver.handle }, encode('forged value')));
     await waitFor(() => refused.length >= 2);
     assert.equal(receiver.closed, false, 'a dead message from another context does not close it');
     await b.call(
@@ -89,8 +100,8 @@ describe('what a hostile child can make the master do', () => {
     const quota = collect(router, 'quota');
     const malformed = collect(router, 'handler');
     const requests = Math.ceil(SUBTREE_ID_QUOTA / 1000) + 100;
-    await a.call(writeFrames, { dst: 0, src: a.id, handle: ALLOCATE_ID }, encode(10_000));
-    await a.call(writeFrames, { dst: 0, src: a.id, handle: ALLOCATE_ID }, encode(1000), requests);
+    await a.call(writeBytes, frameBytes({ dst: 0, src: a.id, handle: ALLOCATE_ID }, encode(10_000)));
+    await a.call(writeBytes, frameBytes({ dst: 0, src: a.id, handle: ALLOCATE_ID }, encode(1000)), requests);
     await waitFor(() => quota.length > 0 && malformed.some((w) => /malformed/.test(w.message)));
     assert.match(quota[0]?.message ?? '', /contexts under 'attacker' .* have used their quota of 1048576 context IDs/);
     const pattern = /malformed ALLOCATE_ID message from context 'attacker': count: expected an integer from 1 to 1000/;
@@ -107,7 +118,10 @@ describe('what a hostile child can make the master do', () => {
     const lines: LogRecord[] = [];
     const listener = (record: LogRecord) => lines.push(record);
     router.on('log', listener);
-    await a.call(writeFrames, { dst: 0, src: a.id, handle: FORWARD_LOG }, encode([a.id, 'victim', 'spoofed line']));
+    await a.call(
+      writeBytes,
+      frameBytes({ dst: 0, src: a.id, handle: FORWARD_LOG }, encode([a.id, 'victim', 'spoofed line'])),
+    );
     await waitFor(() => lines.some((line) => line.text === 'spoofed line'));
     router.off('log', listener);
     const line = lines.find((record) => record.text === 'spoofed line');

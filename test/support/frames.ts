@@ -1,4 +1,4 @@
-/** Header fields a hostile child writes as it likes. */
+/** Header fields a hostile or broken child writes as it likes. */
 export interface RawFrame {
   dst: number;
   src: number;
@@ -9,18 +9,20 @@ export interface RawFrame {
   replyTo?: number;
   /** Bit 0 DEAD, bit 1 RAW. Default 0. */
   flags?: number;
+  /** Default 0x7464, the real magic. */
+  magic?: number;
+  /** The payload length announced in the header. Default: the payload's real length. */
+  length?: number;
 }
 
 /**
- * Shipped to a child (so it must stay self-contained) to write `count`
- * copies of one raw frame on its stream to the parent (fd 4), the way a
- * compromised child could, synchronously: while it writes, the child does
- * not read its own input. Resolves with the milliseconds the writes took.
+ * The bytes of one frame with `fields` exactly as given (so it may lie
+ * about its source or be malformed) and `payload`. Built in the test
+ * process; the child only writes them (`writeBytes`).
  */
-export function writeFrames(fields: RawFrame, payload: Uint8Array, count = 1): number {
-  const fs = require('node:fs') as typeof import('node:fs');
+export function frameBytes(fields: RawFrame, payload: Uint8Array): Buffer {
   const header = Buffer.alloc(28);
-  header.writeUInt16BE(0x7464, 0);
+  header.writeUInt16BE(fields.magic ?? 0x7464, 0);
   header[2] = 1;
   header[3] = fields.flags ?? 0;
   header.writeUInt32BE(fields.dst, 4);
@@ -28,24 +30,33 @@ export function writeFrames(fields: RawFrame, payload: Uint8Array, count = 1): n
   header.writeUInt32BE(fields.auth ?? fields.src, 12);
   header.writeUInt32BE(fields.handle, 16);
   header.writeUInt32BE(fields.replyTo ?? 0, 20);
-  header.writeUInt32BE(payload.length, 24);
-  const frame = Buffer.concat([header, Buffer.from(payload)]);
-  // Many frames per write, so a flood is not limited by system calls.
-  const batch = Buffer.concat(new Array(Math.max(1, Math.min(count, 256))).fill(frame));
-  const perBatch = batch.length / frame.length;
+  header.writeUInt32BE(fields.length ?? payload.length, 24);
+  return Buffer.concat([header, payload]);
+}
+
+/**
+ * Shipped to a child (so it must stay self-contained) to write `bytes`,
+ * `count` times over, on its stream to the parent (fd 4), the way a
+ * compromised child could, synchronously: while it writes, the child does
+ * not read its own input. Waits out EAGAIN on a non-blocking descriptor.
+ * Returns the milliseconds the writes took.
+ */
+export function writeBytes(bytes: Uint8Array, count = 1): number {
+  const fs = require('node:fs') as typeof import('node:fs');
+  const once = Buffer.from(bytes);
+  // Many copies per write, so a flood is not limited by system calls.
+  const perBatch = Math.max(1, Math.min(count, 256));
+  const batch = Buffer.concat(new Array(perBatch).fill(once));
   const started = Date.now();
-  let left = count;
-  while (left > 0) {
-    const chunk = left >= perBatch ? batch : batch.subarray(0, left * frame.length);
-    let offset = 0;
-    while (offset < chunk.length) {
+  for (let left = count; left > 0; left -= perBatch) {
+    const chunk = left >= perBatch ? batch : batch.subarray(0, left * once.length);
+    for (let offset = 0; offset < chunk.length; ) {
       try {
         offset += fs.writeSync(4, chunk, offset);
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error;
       }
     }
-    left -= chunk.length / frame.length;
   }
   return Date.now() - started;
 }
