@@ -1,0 +1,144 @@
+// Part 3, latency regression: the empty-call round trip and the call with a
+// 1 MiB argument, of this tree's build against the build of an earlier
+// commit (`BASE`, default HEAD~1), both imported into this process by
+// absolute path and timed in alternating rounds. The earlier commit is
+// checked out as a git worktree in /tmp and built there once (kept for
+// later runs). Issue 9's target: within 5% of the earlier commit.
+import { execFileSync } from 'node:child_process';
+import { existsSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { MIB, median, micros, percent, progress, type Table } from './flow-shared.js';
+
+type Tendril = typeof import('tendril');
+
+const ROUNDS = Number(process.env.FLOW_LATENCY_ROUNDS ?? 6);
+const EMPTY_CALLS = 5000;
+const MIB_CALLS = 50;
+
+/** This build's package root (build/bench/ is two levels down). */
+const here = realpathSync(fileURLToPath(new URL('../..', import.meta.url)));
+
+/** Checks out and builds `base` in /tmp unless already done; returns the worktree's path and commit. */
+function buildBase(base: string): { dir: string; commit: string } {
+  const git = (...args: string[]) => execFileSync('git', ['-C', here, ...args], { encoding: 'utf8' }).trim();
+  const commit = git('rev-parse', '--verify', `${base}^{commit}`);
+  const dir = join(tmpdir(), `tendril-base-${commit.slice(0, 12)}`);
+  const built = join(dir, '.bench-built');
+  if (existsSync(built)) return { dir, commit };
+  if (!existsSync(dir)) git('worktree', 'add', '--detach', dir, commit);
+  if (!existsSync(join(dir, 'node_modules')))
+    symlinkSync(realpathSync(join(here, 'node_modules')), join(dir, 'node_modules'));
+  progress(`latency: building ${base} (${commit.slice(0, 12)}) in ${dir}`);
+  execFileSync('npm', ['run', 'build'], { cwd: dir, stdio: ['ignore', process.stderr, process.stderr] });
+  writeFileSync(built, `${commit}\n`);
+  return { dir, commit };
+}
+
+interface Side {
+  label: string;
+  tendril: Tendril;
+  router?: InstanceType<Tendril['Router']>;
+  context?: Awaited<ReturnType<InstanceType<Tendril['Router']>['local']>>;
+  empty: number[];
+  big: number[];
+  /** Per-round medians, to show the noise between rounds. */
+  roundEmpty: number[];
+  roundBig: number[];
+}
+
+const arg = Buffer.alloc(MIB, 1);
+
+async function round(side: Side, empty: number, big: number, record: boolean): Promise<void> {
+  const context = side.context as NonNullable<Side['context']>;
+  const emptyTimes: number[] = [];
+  for (let i = 0; i < empty; i++) {
+    const started = performance.now();
+    await context.call(() => null);
+    emptyTimes.push(performance.now() - started);
+  }
+  const bigTimes: number[] = [];
+  for (let i = 0; i < big; i++) {
+    const started = performance.now();
+    await context.call((b: Buffer) => b.length, arg);
+    bigTimes.push(performance.now() - started);
+  }
+  if (!record) return;
+  side.empty.push(...emptyTimes);
+  side.big.push(...bigTimes);
+  side.roundEmpty.push(median(emptyTimes));
+  side.roundBig.push(median(bigTimes));
+}
+
+export async function benchLatency(table: Table): Promise<void> {
+  const base = process.env.BASE ?? 'HEAD~1';
+  const { dir, commit } = buildBase(base);
+  const head = execFileSync('git', ['-C', here, 'rev-parse', '--short=12', 'HEAD'], { encoding: 'utf8' }).trim();
+  const load = async (root: string): Promise<Tendril> =>
+    (await import(pathToFileURL(join(root, 'dist', 'index.js')).href)) as Tendril;
+  const sides: Side[] = [
+    {
+      label: `old (${base} = ${commit.slice(0, 12)})`,
+      tendril: await load(dir),
+      empty: [],
+      big: [],
+      roundEmpty: [],
+      roundBig: [],
+    },
+    {
+      label: `new (this tree, HEAD ${head})`,
+      tendril: await load(here),
+      empty: [],
+      big: [],
+      roundEmpty: [],
+      roundBig: [],
+    },
+  ];
+  if (sides[0]?.tendril.Router === sides[1]?.tendril.Router) throw new Error('both builds loaded as one module');
+  try {
+    for (const side of sides) {
+      side.router = new side.tendril.Router();
+      side.context = await side.router.local({ name: `flow-${side.label.slice(0, 3)}` });
+      // Warm: JIT, the function cache on both ends, buffers.
+      await round(side, 2000, 5, false);
+    }
+    for (let r = 0; r < ROUNDS; r++) {
+      // old, new, then new, old: neither always goes first.
+      const order = r % 2 === 0 ? sides : [...sides].reverse();
+      for (const side of order) {
+        progress(`latency round ${r + 1}/${ROUNDS}: ${side.label}`);
+        await round(side, EMPTY_CALLS, MIB_CALLS, true);
+      }
+    }
+  } finally {
+    for (const side of sides) await side.router?.shutdown();
+  }
+
+  const [old, now] = sides as [Side, Side];
+  const spread = (a: number[], b: number[]) => {
+    const ratios = a.map((x, i) => x / (b[i] as number));
+    return `${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)}`;
+  };
+  table.heading(
+    `latency, this tree against ${base}, side by side in one process; ${ROUNDS} alternating rounds of ${EMPTY_CALLS} empty and ${MIB_CALLS} x 1 MiB calls`,
+  );
+  for (const side of sides) {
+    table.add(`empty call, ${side.label}`, micros(median(side.empty)), 'median of all rounds');
+  }
+  const emptyRatio = median(now.empty) / median(old.empty);
+  table.add(
+    'empty call new/old',
+    emptyRatio.toFixed(3),
+    `${percent(Math.abs(emptyRatio - 1))} ${emptyRatio >= 1 ? 'slower' : 'faster'} (target within 5%); per-round ratios ${spread(now.roundEmpty, old.roundEmpty)}`,
+  );
+  for (const side of sides) {
+    table.add(`1 MiB call, ${side.label}`, `${median(side.big).toFixed(3)} ms`, 'median of all rounds');
+  }
+  const bigRatio = median(now.big) / median(old.big);
+  table.add(
+    '1 MiB call new/old',
+    bigRatio.toFixed(3),
+    `${percent(Math.abs(bigRatio - 1))} ${bigRatio >= 1 ? 'slower' : 'faster'} (target within 5%); per-round ratios ${spread(now.roundBig, old.roundBig)}`,
+  );
+}
