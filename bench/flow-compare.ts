@@ -9,7 +9,7 @@ import { existsSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { MIB, median, micros, percent, progress, type Table } from './flow-shared.js';
+import { atAbort, MIB, median, micros, percent, progress, type Table } from './flow-shared.js';
 
 type Tendril = typeof import('tendril');
 
@@ -96,6 +96,7 @@ export async function benchLatency(table: Table): Promise<void> {
     },
   ];
   if (sides[0]?.tendril.Router === sides[1]?.tendril.Router) throw new Error('both builds loaded as one module');
+  const forget = atAbort(() => Promise.all(sides.map((side) => side.router?.shutdown())));
   try {
     for (const side of sides) {
       side.router = new side.tendril.Router();
@@ -113,6 +114,7 @@ export async function benchLatency(table: Table): Promise<void> {
     }
   } finally {
     for (const side of sides) await side.router?.shutdown();
+    forget();
   }
 
   const [old, now] = sides as [Side, Side];

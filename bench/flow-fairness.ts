@@ -3,7 +3,19 @@
 // empty calls to context B; in alternating rounds, the same calls with A
 // idle. Issue 9's target: B's round trip under A's load within 2x of idle.
 import { Router } from 'tendril';
-import { MIB, mbps, median, micros, produce, progress, sleep, type Table } from './flow-shared.js';
+import {
+  atAbort,
+  drain,
+  MIB,
+  mbps,
+  median,
+  micros,
+  produce,
+  progress,
+  sleep,
+  type Table,
+  within,
+} from './flow-shared.js';
 
 const ROUNDS = Number(process.env.FLOW_ROUNDS ?? 3);
 /** Milliseconds of calls per phase. */
@@ -27,6 +39,7 @@ async function timeCalls(context: Local, window: number): Promise<number[]> {
 
 export async function benchFairness(table: Table): Promise<void> {
   const router = new Router();
+  const forget = atAbort(() => router.shutdown());
   const idle: number[] = [];
   const busy: number[] = [];
   const rates: number[] = [];
@@ -37,8 +50,8 @@ export async function benchFairness(table: Table): Promise<void> {
       // Ship the producer once, so the first busy round does not wait for it.
       const warm = router.receiver<Buffer>({ contextId: a.id });
       const warmCall = a.call(produce, warm.toSender(), 4, 10_000, MIB);
-      for await (const _ of warm);
-      await warmCall;
+      await drain(warm, () => {});
+      await within(warmCall, 30_000, 'the first producer call');
       return a;
     };
     let a = await startA();
@@ -58,10 +71,9 @@ export async function benchFairness(table: Table): Promise<void> {
       call.catch(() => {});
       let values = 0;
       let ended = 0;
-      const drained = (async () => {
-        for await (const _ of receiver) values++;
+      const drained = drain(receiver, () => values++).then(() => {
         ended = performance.now();
-      })();
+      });
       drained.catch(() => {});
       await sleep(LEAD);
       const from = values;
@@ -71,7 +83,7 @@ export async function benchFairness(table: Table): Promise<void> {
       rates.push(((values - from) * MIB) / 1e6 / (windowMs / 1000));
       try {
         await drained;
-        await call;
+        await within(call, 30_000, "A's producer call");
       } catch (error) {
         problems.push(`round ${round + 1}: A's stream broke: ${(error as Error).message}`);
         await a.shutdown();
@@ -83,6 +95,7 @@ export async function benchFairness(table: Table): Promise<void> {
     }
   } finally {
     await router.shutdown();
+    forget();
   }
 
   table.heading(

@@ -6,7 +6,7 @@
 // 64 MiB or more. Without flow control the master grows at the speed of the
 // pipe, so a run stops early once any process passes CAP.
 import { type Context, Router } from 'tendril';
-import { MIB, mib, produce, progress, rssOf, sleep, type Table } from './flow-shared.js';
+import { atAbort, drain, MIB, mib, produce, progress, rssOf, sleep, type Table, within } from './flow-shared.js';
 
 const SECONDS = Number(process.env.FLOW_SECONDS ?? 30);
 const READS_PER_SECOND = 20;
@@ -21,6 +21,7 @@ interface Watched {
 
 async function run(table: Table, grandchild: boolean): Promise<void> {
   const router = new Router();
+  const forget = atAbort(() => router.shutdown());
   try {
     const child = await router.local({ name: 'flow-child' });
     const producer: Context = grandchild ? await router.local({ name: 'flow-grandchild', via: child }) : child;
@@ -33,8 +34,8 @@ async function run(table: Table, grandchild: boolean): Promise<void> {
     // Ship the producer once, so its start is not part of the curve.
     const warm = router.receiver<Buffer>({ contextId: producer.id });
     const warmCall = producer.call(produce, warm.toSender(), 2, 10_000, MIB);
-    for await (const _ of warm);
-    await warmCall;
+    await drain(warm, () => {});
+    await within(warmCall, 30_000, 'the first producer call');
     await sleep(500);
 
     const samples: number[][] = [];
@@ -104,6 +105,7 @@ async function run(table: Table, grandchild: boolean): Promise<void> {
     });
   } finally {
     await router.shutdown();
+    forget();
   }
 }
 

@@ -2,7 +2,7 @@
 // shipped to contexts, RSS readers, timing helpers and the result table.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import type { Context, Router, Sender } from 'tendril';
+import type { Context, Receiver, Router, Sender } from 'tendril';
 import { row } from './report.js';
 
 export const MIB = 1024 * 1024;
@@ -76,6 +76,45 @@ export function timeShell(command: string): Promise<number> {
 /** `text` quoted for sh. */
 export const shellQuote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`;
 
+/** How long a stream may go without a value before it counts as stalled. */
+const STALL_MS = 30_000;
+
+/** `promise`, or a rejection naming `what` once `ms` pass: nothing here waits forever. */
+export function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer in ${ms / 1000} s`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Reads `receiver` to its end as fast as the master can; calls `onValue`
+ * with each value's size. Rejects when the stream breaks, and when no value
+ * comes for STALL_MS (then the receiver is closed).
+ */
+export async function drain(receiver: Receiver<Buffer>, onValue: (bytes: number) => void): Promise<void> {
+  let stalled = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      stalled = true;
+      receiver.close();
+    }, STALL_MS);
+  };
+  arm();
+  try {
+    for await (const value of receiver) {
+      arm();
+      onValue(value.length);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  if (stalled) throw new Error(`no value came for ${STALL_MS / 1000} s`);
+}
+
 /**
  * Streams `count` values of 1 MiB from `context` to a new receiver in the
  * master, read as fast as the master can, and resolves with MB/s (10^6
@@ -85,22 +124,44 @@ export async function streamRate(router: Router, context: Context, count: number
   const receiver = router.receiver<Buffer>({ contextId: context.id });
   const started = performance.now();
   const call = context.call(produce, receiver.toSender(), count, 600_000, MIB);
-  // Seen by the loop below as a closed receiver; the reason is the call's.
+  // Seen by drain() as a broken stream; the reason is the call's.
   call.catch(() => {});
   let bytes = 0;
   let values = 0;
   try {
-    for await (const value of receiver) {
-      bytes += value.length;
+    await drain(receiver, (size) => {
+      bytes += size;
       values++;
-    }
+    });
   } catch (error) {
     throw new Error(`stream from ${context.name} broke after ${values} values: ${(error as Error).message}`);
   }
   const seconds = (performance.now() - started) / 1000;
-  await call;
+  await within(call, STALL_MS, `the producer call in ${context.name}`);
   if (values !== count) throw new Error(`stream from ${context.name} ended after ${values} of ${count} values`);
   return bytes / 1e6 / seconds;
+}
+
+const cleanups = new Set<() => unknown>();
+
+/**
+ * Registers `cleanup` to run when the bench is interrupted (SIGINT,
+ * SIGTERM), so no sshd or context outlives it; returns its removal.
+ */
+export function atAbort(cleanup: () => unknown): () => void {
+  cleanups.add(cleanup);
+  return () => cleanups.delete(cleanup);
+}
+
+/** Runs every registered cleanup; for the signal handlers in flow.ts. */
+export async function abort(): Promise<void> {
+  for (const cleanup of [...cleanups].reverse()) {
+    try {
+      await within(Promise.resolve(cleanup()), 10_000, 'cleanup');
+    } catch {
+      // Interrupted anyway: carry on with the others.
+    }
+  }
 }
 
 /** The result table, printed once at the end. */

@@ -11,7 +11,7 @@
 import { benchLatency } from './flow-compare.js';
 import { benchFairness } from './flow-fairness.js';
 import { benchMemory } from './flow-memory.js';
-import { Table } from './flow-shared.js';
+import { abort, Table } from './flow-shared.js';
 import { benchThroughput } from './flow-throughput.js';
 
 const PARTS: Record<string, (table: Table) => Promise<void>> = {
@@ -27,6 +27,12 @@ for (const name of picked) {
     console.error(`unknown part ${name}; the parts are: ${Object.keys(PARTS).join(', ')}`);
     process.exit(2);
   }
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    console.error(`flow: ${signal}: shutting down contexts and the test bed`);
+    void abort().finally(() => process.exit(130));
+  });
 }
 const table = new Table();
 const failures: string[] = [];
