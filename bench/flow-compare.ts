@@ -123,7 +123,7 @@ export async function benchLatency(table: Table): Promise<void> {
     return `${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)}`;
   };
   table.heading(
-    `latency, this tree against ${base}, side by side in one process; ${ROUNDS} alternating rounds of ${EMPTY_CALLS} empty and ${MIB_CALLS} x 1 MiB calls`,
+    `latency, this tree (new, HEAD ${head}) against ${base} (old), side by side in one process; ${ROUNDS} alternating rounds of ${EMPTY_CALLS} empty and ${MIB_CALLS} x 1 MiB calls`,
   );
   for (const side of sides) {
     table.add(`empty call, ${side.label}`, micros(median(side.empty)), 'median of all rounds');

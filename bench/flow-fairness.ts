@@ -44,6 +44,8 @@ export async function benchFairness(table: Table): Promise<void> {
   const busy: number[] = [];
   const rates: number[] = [];
   const problems: string[] = [];
+  const broken: number[] = [];
+  let brokeWith = '';
   try {
     const startA = async (): Promise<Local> => {
       const a = await router.local({ name: 'flow-a' });
@@ -85,7 +87,8 @@ export async function benchFairness(table: Table): Promise<void> {
         await drained;
         await within(call, 30_000, "A's producer call");
       } catch (error) {
-        problems.push(`round ${round + 1}: A's stream broke: ${(error as Error).message}`);
+        broken.push(round + 1);
+        brokeWith ||= (error as Error).message;
         await a.shutdown();
         a = await startA();
         continue;
@@ -107,6 +110,11 @@ export async function benchFairness(table: Table): Promise<void> {
     micros(median(busy)),
     `median of ${busy.length} calls; A's stream meanwhile: ${rates.map(mbps).join(', ')}`,
   );
+  if (broken.length > 0) {
+    problems.push(
+      `A's stream broke in round ${broken.join(', ')} (${brokeWith})${broken.length === ROUNDS ? ', so this is not a figure under load' : ''}`,
+    );
+  }
   const ratio = median(busy) / median(idle);
   table.add('busy/idle', `${ratio.toFixed(2)}x`, `target <= 2x${problems.length ? `; ${problems.join('; ')}` : ''}`);
 }
