@@ -13,7 +13,7 @@ import { atAbort, MIB, median, micros, percent, progress, type Table } from './f
 
 type Tendril = typeof import('tendril');
 
-const ROUNDS = Number(process.env.FLOW_LATENCY_ROUNDS ?? 6);
+const ROUNDS = Number(process.env.FLOW_LATENCY_ROUNDS ?? 10);
 const EMPTY_CALLS = 5000;
 const MIB_CALLS = 50;
 
@@ -49,26 +49,27 @@ interface Side {
 }
 
 const arg = Buffer.alloc(MIB, 1);
+/** Each round is cut in blocks that alternate old and new, so both see the same load on this machine. */
+const BLOCKS = 10;
 
-async function round(side: Side, empty: number, big: number, record: boolean): Promise<void> {
+interface Times {
+  empty: number[];
+  big: number[];
+}
+
+/** `empty` empty calls, then `big` calls with a 1 MiB argument: each one's round trip in ms. */
+async function block(side: Side, empty: number, big: number, into: Times): Promise<void> {
   const context = side.context as NonNullable<Side['context']>;
-  const emptyTimes: number[] = [];
   for (let i = 0; i < empty; i++) {
     const started = performance.now();
     await context.call(() => null);
-    emptyTimes.push(performance.now() - started);
+    into.empty.push(performance.now() - started);
   }
-  const bigTimes: number[] = [];
   for (let i = 0; i < big; i++) {
     const started = performance.now();
     await context.call((b: Buffer) => b.length, arg);
-    bigTimes.push(performance.now() - started);
+    into.big.push(performance.now() - started);
   }
-  if (!record) return;
-  side.empty.push(...emptyTimes);
-  side.big.push(...bigTimes);
-  side.roundEmpty.push(median(emptyTimes));
-  side.roundBig.push(median(bigTimes));
 }
 
 export async function benchLatency(table: Table): Promise<void> {
@@ -79,7 +80,7 @@ export async function benchLatency(table: Table): Promise<void> {
     (await import(pathToFileURL(join(root, 'dist', 'index.js')).href)) as Tendril;
   const sides: Side[] = [
     {
-      label: `old (${base} = ${commit.slice(0, 12)})`,
+      label: `old ${commit.slice(0, 12)}`,
       tendril: await load(dir),
       empty: [],
       big: [],
@@ -87,7 +88,7 @@ export async function benchLatency(table: Table): Promise<void> {
       roundBig: [],
     },
     {
-      label: `new (this tree, HEAD ${head})`,
+      label: `new ${head}`,
       tendril: await load(here),
       empty: [],
       big: [],
@@ -102,14 +103,22 @@ export async function benchLatency(table: Table): Promise<void> {
       side.router = new side.tendril.Router();
       side.context = await side.router.local({ name: `flow-${side.label.slice(0, 3)}` });
       // Warm: JIT, the function cache on both ends, buffers.
-      await round(side, 2000, 5, false);
+      await block(side, 2000, 5, { empty: [], big: [] });
     }
     for (let r = 0; r < ROUNDS; r++) {
-      // old, new, then new, old: neither always goes first.
-      const order = r % 2 === 0 ? sides : [...sides].reverse();
-      for (const side of order) {
-        progress(`latency round ${r + 1}/${ROUNDS}: ${side.label}`);
-        await round(side, EMPTY_CALLS, MIB_CALLS, true);
+      progress(`latency round ${r + 1}/${ROUNDS}`);
+      const times = new Map<Side, Times>(sides.map((side) => [side, { empty: [], big: [] }]));
+      for (let k = 0; k < BLOCKS; k++) {
+        // old, new, then new, old: neither always goes first.
+        for (const side of (r * BLOCKS + k) % 2 === 0 ? sides : [...sides].reverse()) {
+          await block(side, EMPTY_CALLS / BLOCKS, MIB_CALLS / BLOCKS, times.get(side) as Times);
+        }
+      }
+      for (const [side, { empty, big }] of times) {
+        side.empty.push(...empty);
+        side.big.push(...big);
+        side.roundEmpty.push(median(empty));
+        side.roundBig.push(median(big));
       }
     }
   } finally {
@@ -123,7 +132,7 @@ export async function benchLatency(table: Table): Promise<void> {
     return `${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)}`;
   };
   table.heading(
-    `latency, this tree (new, HEAD ${head}) against ${base} (old), side by side in one process; ${ROUNDS} alternating rounds of ${EMPTY_CALLS} empty and ${MIB_CALLS} x 1 MiB calls`,
+    `latency, this tree (new, HEAD ${head}) against ${base} (old), side by side in one process; ${ROUNDS} rounds of ${EMPTY_CALLS} empty and ${MIB_CALLS} x 1 MiB calls each, in ${BLOCKS} alternating blocks`,
   );
   for (const side of sides) {
     table.add(`empty call, ${side.label}`, micros(median(side.empty)), 'median of all rounds');
