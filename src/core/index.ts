@@ -4,6 +4,7 @@
  * receive for `tendril:core`, so export names must be unique across files.
  */
 export * from './broker.js';
+export * from './channel.js';
 export * from './child.js';
 export * from './code-cache.js';
 export * from './codec.js';
@@ -32,9 +33,12 @@ export * from './protocol/serve.js';
 export * from './protocol/shutdown.js';
 export * from './protocol/spec.js';
 export * from './protocol/stop-child.js';
+export * from './receive-window.js';
 export * from './receiver.js';
 export * from './router.js';
 export * from './runtime.js';
 export * from './select.js';
+export * from './send-window.js';
 export * from './sender.js';
 export * from './stream.js';
+export * from './window.js';

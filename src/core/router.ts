@@ -33,13 +33,6 @@ const MAX_ROUTES_PER_STREAM = 65_536;
  */
 const DEAD_REPLY_BURST = 1000;
 const DEAD_REPLIES_PER_SECOND = 1000;
-/**
- * When a message from a child is forwarded into a stream that has more
- * than this many bytes queued (its peer is slow or not reading), that child
- * is not read from until the stream drains: one child cannot fill another's
- * queue, or this context's memory, and nothing it sent is lost.
- */
-const FORWARD_HIGH_WATER = 1024 * 1024;
 
 /**
  * Decides whether a message may reach a handle. `stream` is the stream it
@@ -470,7 +463,26 @@ export class Router extends EventEmitter<RouterEvents> {
       return;
     }
     out.send(message);
-    if (inStream && inStream !== this.parentStream && out.queuedBytes > FORWARD_HIGH_WATER) inStream.waitFor(out);
+    // A message from a child forwarded into a stream past its high-water
+    // mark (its peer is slow or not reading): that child is not read from
+    // until the stream drains, so one child cannot fill another's queue, or
+    // this context's memory, and nothing it sent is lost. Other streams flow
+    // on. The parent's stream is never paused (that would stall the whole
+    // subtree): what comes from above is bounded where it starts, by credit
+    // windows and by `whenWritable`.
+    if (inStream && inStream !== this.parentStream && out.needsDrain) inStream.waitFor(out);
+  }
+
+  /**
+   * Undefined when a message to `dst` can be sent now; otherwise a promise
+   * that resolves once the stream it leaves by has drained below its
+   * high-water mark (or closed). Callers sending bulk wait on it.
+   */
+  whenWritable(dst: number): Promise<void> | undefined {
+    if (dst === this.id) return undefined;
+    const out = this.expectedStream(dst);
+    if (!out || out.closed || !out.needsDrain) return undefined;
+    return new Promise<void>((resolve) => out.whenDrained(resolve));
   }
 
   /** The stream a message claiming `id` must arrive on (and the one a message to `id` leaves by). */
