@@ -257,6 +257,29 @@ describe('flow control', { timeout: 120_000 }, () => {
     b.close();
   });
 
+  test('many large calls to a busy grandchild wait in the master, not in the context between', async () => {
+    const grandchild = await router.local({ name: 'busy-grandchild', via: child });
+    const busy = grandchild.call(() => {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2000);
+      return 'woke';
+    });
+    await sleep(100);
+    const mib = Buffer.alloc(1024 * 1024, 7);
+    const calls = Array.from({ length: 40 }, () => grandchild.call((b: Buffer) => b.length, mib));
+    await sleep(500);
+    // What the child holds for the grandchild, asked of the child itself (its event loop is free).
+    const queued = await child.call(
+      (probe: Sender<never>, id: number) => probe.router.routeOf(id)?.queuedBytes ?? -1,
+      router.receiver<never>().toSender(),
+      grandchild.id,
+    );
+    assert.ok(queued >= 0, 'the child routes to the grandchild');
+    assert.ok(queued < 4 * 1024 * 1024, `the child holds a few MiB for the grandchild, not 40 (${queued} bytes)`);
+    assert.equal(await busy, 'woke');
+    assert.deepEqual(await Promise.all(calls), Array(40).fill(1024 * 1024));
+    await grandchild.shutdown();
+  });
+
   test('many large calls to a busy context wait in the master, unencoded, not in its stream', async () => {
     const busy = child.call(() => {
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1500);

@@ -211,8 +211,9 @@ export class Context {
    * again in buffers.
    */
   private async send(call: CallPayload, references: object[], options: CallOptions, what: string): Promise<unknown> {
-    const congested = this.router.whenWritable(this.id);
-    if (congested) await congested;
+    for (let congested = this.router.whenWritable(this.id); congested; congested = this.router.whenWritable(this.id)) {
+      await congested;
+    }
     const pending = this.router.request(this.id, CALL_FUNCTION_SPEC.handle, encodePrepared(call), {
       timeout: options.timeout,
       signal: options.signal,

@@ -28,6 +28,7 @@ export * from './protocol/forward-log.js';
 export * from './protocol/get-module.js';
 export * from './protocol/handles.js';
 export * from './protocol/module-stats.js';
+export * from './protocol/route-pressure.js';
 export * from './protocol/routes.js';
 export * from './protocol/serve.js';
 export * from './protocol/shutdown.js';
