@@ -211,8 +211,18 @@ export class Context {
    * again in buffers.
    */
   private async send(call: CallPayload, references: object[], options: CallOptions, what: string): Promise<unknown> {
-    for (let congested = this.router.whenWritable(this.id); congested; congested = this.router.whenWritable(this.id)) {
-      await congested;
+    let congested = this.router.whenWritable(this.id);
+    if (congested) {
+      // A waiting call keeps the process alive, as one in flight does.
+      this.router.hold();
+      try {
+        while (congested) {
+          await congested;
+          congested = this.router.whenWritable(this.id);
+        }
+      } finally {
+        this.router.release();
+      }
     }
     const pending = this.router.request(this.id, CALL_FUNCTION_SPEC.handle, encodePrepared(call), {
       timeout: options.timeout,
