@@ -176,6 +176,20 @@ describe('flow control', { timeout: 120_000 }, () => {
     );
   });
 
+  test('a call carrying a Sender that cannot reach its context rejects, and the receiver ends too', async () => {
+    const gone = await router.local({ name: 'gone' });
+    await gone.shutdown();
+    const receiver = new Receiver<number>(router);
+    await assert.rejects(
+      gone.call((out: Sender<number>) => out.send(1), receiver.toSender()),
+      ChannelError,
+    );
+    await assert.rejects(
+      receiver.get(10_000),
+      (error: unknown) => error instanceof ChannelError && /did not reach it/.test(error.message),
+    );
+  });
+
   test('a send to a receiver that was closed rejects with ChannelError, and the loop on the sending side stops', async () => {
     const receiver = new Receiver<number>(router, { highWaterMark: { messages: 2 } });
     const done = child.call(async (out: Sender<number>) => {

@@ -141,14 +141,29 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
     this.watchDisconnects();
   }
 
-  /** The call counted by `lease` never reached `contextId`. Called by `Context`. */
+  /**
+   * The call counted by `lease` never reached `contextId`: nothing there
+   * will close its Sender. The receiver ends with a `ChannelError` saying
+   * so once no other call holds it. Called by `Context`.
+   */
   unlease(contextId: number): void {
+    if (!this.release(contextId)) return;
+    this.lost ??= new ChannelError(
+      this.router.nameOf(contextId),
+      contextId,
+      'a call carrying a Sender of this receiver did not reach it',
+    );
+    if (this.leaseCount === 0) this.end(this.lost);
+  }
+
+  /** Drops one lease of `contextId`; false when it had none. */
+  private release(contextId: number): boolean {
     const count = this.leases.get(contextId);
-    if (count === undefined) return;
+    if (count === undefined) return false;
     if (count > 1) this.leases.set(contextId, count - 1);
     else this.leases.delete(contextId);
     this.leaseCount--;
-    if (this.leaseCount === 0 && this.lost) this.end(this.lost);
+    return true;
   }
 
   /**
@@ -260,9 +275,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
     this.window.closed(message);
     const error = new ChannelError(this.router.nameOf(message.src), message.src, deadReason(message));
     if (this.leaseCount > 0) {
-      if (!this.leases.has(message.src)) return;
-      this.unlease(message.src);
-      if (this.leaseCount > 0) return;
+      if (!this.release(message.src) || this.leaseCount > 0) return;
     }
     this.end(this.lost ?? error);
   }
