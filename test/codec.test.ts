@@ -213,7 +213,7 @@ describe('codec', () => {
       [Buffer.concat([Buffer.from([0xd4, 0x65, 0x00, 0x92, 0x01]), str('m')]), /malformed Error/],
       [
         Buffer.from([0xd4, 0x4e, 0x00, 0x92, 0x01, 0xcd, 0x03, 0xe8]),
-        /Sender can only be decoded on behalf of a router/,
+        /Sender or Channel can only be decoded on behalf of a router/,
       ],
     ];
     for (const [bytes, pattern] of cases) {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type Context, InvalidOptionError, Router } from 'tendril';
+import { Channel, type Context, InvalidOptionError, Receiver, Router } from 'tendril';
 
 /** A bad option is refused with InvalidOptionError naming it, where it was passed and what it must be. */
 function refused(option: string, where: string): (error: unknown) => boolean {
@@ -34,6 +34,25 @@ describe('options are checked in one place', () => {
       refused('moduleRoots', 'new Router()'),
     );
     assert.throws(() => new Router({ base: 42 as unknown as string }), refused('base', 'new Router()'));
+  });
+
+  test('receiver and channel windows', () => {
+    assert.throws(
+      () => router.receiver({ highWaterMark: { bytes: 0 } }),
+      refused('highWaterMark.bytes', 'new Receiver()'),
+    );
+    assert.throws(
+      () => new Receiver(router, { highWaterMark: { messages: 1.5 } }),
+      refused('highWaterMark.messages', 'new Receiver()'),
+    );
+    assert.throws(
+      () => new Receiver(router, { highWaterMark: 5 as unknown as { messages: number } }),
+      refused('options', 'new Receiver()'),
+    );
+    assert.throws(
+      () => new Channel(router, { highWaterMark: { bytes: -1 } }),
+      refused('highWaterMark.bytes', 'new Channel()'),
+    );
   });
 
   test('call options', async () => {

@@ -9,7 +9,7 @@ import {
   type RouterWarning,
 } from 'tendril';
 import { encode } from '#dist/core/codec.js';
-import { ADD_ROUTE, CALL_FUNCTION, GET_MODULE } from '#dist/core/protocol/handles.js';
+import { ADD_ROUTE, CALL_FUNCTION, GET_MODULE, ROUTE_PRESSURE } from '#dist/core/protocol/handles.js';
 import { frameBytes, writeBytes } from './support/frames.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
@@ -96,6 +96,14 @@ describe('trust between contexts', () => {
     await b.call(writeBytes, frameBytes({ dst: 0, src: b.id, handle: ADD_ROUTE }, encode([a.id, 'hijacked'])));
     assert.match((await warned).message, new RegExp(`refused ADD_ROUTE for context ${a.id} from stream b`));
     assert.equal(await a.call(() => process.pid), a.info.pid, 'calls to a still reach a');
+  });
+
+  test('a child cannot hold calls to another subtree with ROUTE_PRESSURE', async () => {
+    await b.call(writeBytes, frameBytes({ dst: 0, src: b.id, handle: ROUTE_PRESSURE }, encode([a.id, 1])));
+    // A call made after the notice: b's stream carried it first.
+    await b.call(() => null);
+    const big = Buffer.alloc(64 * 1024);
+    assert.equal(await a.callWith({ timeout: 10_000 }, (x: Buffer) => x.length, big), big.length, 'calls to a flow');
   });
 
   test('a message to a missing handle or refused by policy gets a dead reply, not silence', async () => {

@@ -22,7 +22,11 @@ import { FIRST_DYNAMIC_HANDLE } from './protocol/handles.js';
 
 /** msgpack extension type used for `Map`, which msgpackr would otherwise decode as a plain object. */
 const MAP_EXTENSION = 77;
-/** msgpack extension type used for a Sender: `[contextId, handle]`. */
+/**
+ * msgpack extension type used for a Sender, `[contextId, handle]` or
+ * `[contextId, handle, windowBytes, windowMessages]`, and for a Channel's
+ * end, `[contextId, handle, windowBytes, windowMessages, helloHandle]`.
+ */
 const SENDER_EXTENSION = 78;
 /** msgpackr's extension type for an Error: a tag wrapping `[name, message, cause]`. */
 const ERROR_EXTENSION = 0x65;
@@ -52,29 +56,51 @@ const BIGINT_MIN = -BIGINT_END;
 const MAX_HEADER_FIELD = 0xffffffff;
 
 /**
- * Objects carrying this property travel as a reference to a receiver,
- * `[contextId, handle]`, rather than as data (see `Sender`).
+ * Objects carrying this property travel as a reference to a receiver
+ * rather than as data (see `Sender` and `Channel`): its value is the
+ * reference, `[contextId, handle]`, optionally followed by the receiver's
+ * window (bytes, messages) and, for a Channel, its hello handle.
  */
 export const SENDER_REFERENCE: unique symbol = Symbol.for('tendril.senderReference') as never;
 
+/** A decoded reference to a receiver: where it is and what it admits. */
+export interface ReceiverReference {
+  /** The context the receiver lives in. */
+  contextId: number;
+  /** Its handle there. */
+  handle: number;
+  /** Its window, when the reference carries one: bytes and messages a sender may have in flight. */
+  window: { bytes: number; messages: number } | undefined;
+  /** For a Channel's end: the handle its peer announces itself on. */
+  helloHandle: number | undefined;
+}
+
 /**
- * Builds a Sender bound to the router decoding it; registered by sender.ts.
- * `authority` is the auth ID of the message the reference arrived in
- * (undefined when the caller of `decode` gave none).
+ * Builds a Sender or Channel bound to the router decoding it; registered by
+ * sender.ts and channel.ts. `authority` is the auth ID of the message the
+ * reference arrived in (undefined when the caller of `decode` gave none).
  */
-type SenderFactory = (router: unknown, contextId: number, handle: number, authority: number | undefined) => unknown;
-let senderFactory: SenderFactory | undefined;
+type ReferenceFactory = (router: unknown, reference: ReceiverReference, authority: number | undefined) => unknown;
+let senderFactory: ReferenceFactory | undefined;
+let channelFactory: ReferenceFactory | undefined;
 /** Router on whose behalf the current (synchronous) decode runs, and the auth ID of the message decoded. */
 let decodingFor: unknown;
 let decodingAuthority: number | undefined;
+/** Where the current decode lists the Senders and Channels it makes. */
+let decodedReferences: unknown[] | undefined;
 
 /** Registers how decoded sender references become Senders. */
-export function setSenderFactory(factory: SenderFactory): void {
+export function setSenderFactory(factory: ReferenceFactory): void {
   senderFactory = factory;
 }
 
+/** Registers how decoded channel references become Channels. */
+export function setChannelFactory(factory: ReferenceFactory): void {
+  channelFactory = factory;
+}
+
 class WireSender {
-  constructor(readonly reference: [number, number]) {}
+  constructor(readonly reference: number[]) {}
 }
 
 addExtension({
@@ -84,13 +110,21 @@ addExtension({
   read: (reference: unknown) => {
     if (
       !Array.isArray(reference) ||
-      reference.length !== 2 ||
-      !isHeaderField(reference[0]) ||
-      !isHeaderField(reference[1])
+      (reference.length !== 2 && reference.length !== 4 && reference.length !== 5) ||
+      !reference.every(isHeaderField) ||
+      (reference.length > 2 && (reference[2] === 0 || reference[3] === 0))
     ) {
-      throw new DecodeError('malformed Sender: expected [context ID, handle], two 32-bit unsigned integers');
+      throw new DecodeError(
+        'malformed Sender: expected [context ID, handle], then optionally a window (bytes, messages, both above 0) and a hello handle, all 32-bit unsigned integers',
+      );
     }
-    const [contextId, handle] = reference as [number, number];
+    const [contextId, handle, bytes, messages, helloHandle] = reference as number[] as [
+      number,
+      number,
+      number?,
+      number?,
+      number?,
+    ];
     // A standard handle (CALL_FUNCTION, SHUTDOWN...) is never a receiver a
     // peer may hand out: sending on it would act on that context directly.
     if (handle < FIRST_DYNAMIC_HANDLE) {
@@ -98,10 +132,25 @@ addExtension({
         `refused a Sender aimed at standard handle ${handle} of context ${contextId}: only receivers (handles from ${FIRST_DYNAMIC_HANDLE}) can be sent`,
       );
     }
-    if (decodingFor === undefined || !senderFactory) {
-      throw new DecodeError('a Sender can only be decoded on behalf of a router');
+    if (helloHandle !== undefined && helloHandle < FIRST_DYNAMIC_HANDLE) {
+      throw new DecodeError(`refused a Channel whose hello handle ${helloHandle} is a standard handle`);
     }
-    return senderFactory(decodingFor, contextId, handle, decodingAuthority);
+    const factory = helloHandle === undefined ? senderFactory : channelFactory;
+    if (decodingFor === undefined || !factory) {
+      throw new DecodeError('a Sender or Channel can only be decoded on behalf of a router');
+    }
+    const made = factory(
+      decodingFor,
+      {
+        contextId,
+        handle,
+        window: bytes === undefined ? undefined : { bytes, messages: messages as number },
+        helloHandle,
+      },
+      decodingAuthority,
+    );
+    decodedReferences?.push(made);
+    return made;
   },
 });
 
@@ -245,11 +294,20 @@ export function encode(value: unknown, path = 'value'): Uint8Array {
  * Validates `value` for sending and returns the form to embed in a larger
  * value passed to `encodePrepared`. Lets callers name parts of a composite
  * payload (`args[1]`, `result`) in errors.
+ * @param references when given, the Senders and Channels met are pushed onto it.
  * @throws UnsupportedValueError as for `encode`.
  */
-export function prepareValue(value: unknown, path: string): unknown {
-  return prepare(value, path, 0, undefined);
+export function prepareValue(value: unknown, path: string, references?: object[]): unknown {
+  preparedReferences = references;
+  try {
+    return prepare(value, path, 0, undefined);
+  } finally {
+    preparedReferences = undefined;
+  }
 }
+
+/** Where the current `prepareValue` lists the Senders and Channels it meets. */
+let preparedReferences: object[] | undefined;
 
 /** Encodes a value whose parts have all been through `prepareValue`. */
 export function encodePrepared(value: unknown): Uint8Array {
@@ -266,16 +324,19 @@ export function encodePrepared(value: unknown): Uint8Array {
  * @param authority the auth ID of the message the bytes arrived in; Senders
  *   in the value act with it when it is less trusted than `router`'s own
  *   context (see `Sender`). Default: the router's own.
+ * @param references when given, the Senders and Channels the value holds
+ *   are pushed onto it as they are made (a call closes them when it settles).
  * @returns the value.
  * @throws DecodeError when the bytes are not a single valid value (saying
  *   what, and at which byte where known), nest too deeply, hold a bigint
  *   over `MAX_BIGINT_BYTES`, a malformed Error, Map or Sender, or a Sender
  *   aimed at a standard handle.
  */
-export function decode(bytes: Uint8Array, router?: unknown, authority?: number): unknown {
+export function decode(bytes: Uint8Array, router?: unknown, authority?: number, references?: unknown[]): unknown {
   checkPayload(bytes);
   decodingFor = router;
   decodingAuthority = authority;
+  decodedReferences = references;
   try {
     return packr.unpack(bytes);
   } catch (error) {
@@ -285,6 +346,7 @@ export function decode(bytes: Uint8Array, router?: unknown, authority?: number):
   } finally {
     decodingFor = undefined;
     decodingAuthority = undefined;
+    decodedReferences = undefined;
   }
 }
 
@@ -375,8 +437,11 @@ function prepareObject(object: object, path: string, depth: number, seen: Set<ob
   }
   const proto = Object.getPrototypeOf(object);
   if (proto !== Object.prototype && proto !== null) {
-    const reference = (object as { [SENDER_REFERENCE]?: [number, number] })[SENDER_REFERENCE];
-    if (reference) return new WireSender(reference);
+    const reference = (object as { [SENDER_REFERENCE]?: number[] })[SENDER_REFERENCE];
+    if (reference) {
+      preparedReferences?.push(object);
+      return new WireSender(reference);
+    }
     const name = proto?.constructor?.name;
     throw new UnsupportedValueError(
       path,

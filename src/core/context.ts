@@ -1,7 +1,7 @@
 import { dirname, join } from 'node:path';
 import { encodePrepared, prepareValue } from './codec.js';
 import { toPathOrSpecifier } from './dispatcher.js';
-import { CapturedVariableError, ContextDisconnectedError } from './errors.js';
+import { CapturedVariableError, ChannelError, ContextDisconnectedError, MessageTooLargeError } from './errors.js';
 import { Message } from './message.js';
 import { abortSignal, location, milliseconds, optionsObject } from './options.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
@@ -9,6 +9,7 @@ import { type ImporterStats, MODULE_STATS_SPEC } from './protocol/module-stats.j
 import { ask, openReply } from './protocol/serve.js';
 import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
 import { type Router, type RouterLike, switchOf } from './router.js';
+import { type LeaseHolder, LOCAL_RECEIVER } from './sender.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: parameter types are inferred from the caller's function.
 type AnyFunction = (...args: any[]) => unknown;
@@ -131,15 +132,16 @@ export class Context {
     fn: F,
     ...args: Parameters<F>
   ): Promise<Awaited<ReturnType<F>>> {
-    let payload: Uint8Array;
+    let call: CallPayload;
+    const references: object[] = [];
     try {
       checkCallOptions(options, 'context.callWith()');
       // Synchronously, while the caller's frame is on the stack (it is the default base).
-      payload = this.encodeCall(fn, args, options.base);
+      call = this.prepareCall(fn, args, options.base, references);
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.send(payload, options, `call to ${fn.name || 'an anonymous function'}()`) as Promise<
+    return this.send(call, references, options, `call to ${fn.name || 'an anonymous function'}()`) as Promise<
       Awaited<ReturnType<F>>
     >;
   }
@@ -178,9 +180,14 @@ export class Context {
           // Not a thenable, and no symbol-keyed exports.
           if (typeof property !== 'string' || property === 'then') return undefined;
           return (...args: unknown[]) => {
-            const call: CallPayload = { m: specifier, e: property, a: prepareValue(args, 'args') as unknown[] };
+            const references: object[] = [];
+            const call: CallPayload = {
+              m: specifier,
+              e: property,
+              a: prepareValue(args, 'args', references) as unknown[],
+            };
             if (base !== undefined) call.b = base;
-            return this.send(encodePrepared(call), options, `call to ${property}() of ${specifier}`);
+            return this.send(call, references, options, `call to ${property}() of ${specifier}`);
           };
         },
       },
@@ -196,27 +203,75 @@ export class Context {
     return ask(this.router, this.id, MODULE_STATS_SPEC, null, { what: 'module stats' });
   }
 
-  private async send(payload: Uint8Array, options: CallOptions, what: string): Promise<unknown> {
-    const reply = await this.router.request(this.id, CALL_FUNCTION_SPEC.handle, payload, {
+  /**
+   * Sends a checked call and resolves with its result. While the stream
+   * toward the context has more than its high-water mark queued (the
+   * context or a hop is slow), the call waits here, not yet encoded: many
+   * calls with large arguments cost what their arguments do, not that
+   * again in buffers.
+   */
+  private async send(call: CallPayload, references: object[], options: CallOptions, what: string): Promise<unknown> {
+    let congested = this.router.whenWritable(this.id);
+    if (congested) {
+      // A waiting call keeps the process alive, as one in flight does.
+      this.router.hold();
+      try {
+        while (congested) {
+          await congested;
+          congested = this.router.whenWritable(this.id);
+        }
+      } finally {
+        this.router.release();
+      }
+    }
+    const pending = this.router.request(this.id, CALL_FUNCTION_SPEC.handle, encodePrepared(call), {
       timeout: options.timeout,
       signal: options.signal,
       what,
     });
+    const leases = this.lease(references);
+    let reply: Message;
+    try {
+      reply = await pending;
+    } catch (error) {
+      // The call never reached the function: nothing there will close them.
+      if (error instanceof ChannelError || error instanceof MessageTooLargeError) {
+        for (const holder of leases) holder.unlease(this.id);
+      }
+      throw error;
+    }
     return openReply(this.router, this.id, CALL_FUNCTION_SPEC, reply);
   }
 
-  private encodeCall(fn: AnyFunction, args: unknown[], base: string | URL | undefined): Uint8Array {
+  /** Tells the receivers of the Senders and Channels a call carries to wait for this context to close them. */
+  private lease(references: object[]): LeaseHolder[] {
+    const holders: LeaseHolder[] = [];
+    for (const reference of references) {
+      const holder = (reference as { [LOCAL_RECEIVER]?: LeaseHolder })[LOCAL_RECEIVER];
+      if (!holder) continue;
+      holder.lease(this.id);
+      holders.push(holder);
+    }
+    return holders;
+  }
+
+  private prepareCall(
+    fn: AnyFunction,
+    args: unknown[],
+    base: string | URL | undefined,
+    references: object[],
+  ): CallPayload {
     const { source, preload, captured, usesModules } = this.router.prepareCall(fn);
     if (captured.length > 0) {
       throw new CapturedVariableError(captured, fn.name ? `function '${fn.name}'` : 'an anonymous function', this.name);
     }
-    const call: CallPayload = { f: source, a: prepareValue(args, 'args') as unknown[] };
+    const call: CallPayload = { f: source, a: prepareValue(args, 'args', references) as unknown[] };
     if (base !== undefined || usesModules) {
       const from = this.router.resolveBase(base, fn);
       if (from !== undefined) call.b = from;
     }
     if (preload.length > 0) call.p = preload;
-    return encodePrepared(call);
+    return call;
   }
 
   /**
@@ -226,7 +281,8 @@ export class Context {
    * @throws UnsupportedValueError, TypeError, MessageTooLargeError as for `call`, synchronously.
    */
   callNoReply<F extends AnyFunction>(fn: F, ...args: Parameters<F>): void {
-    const payload = this.encodeCall(fn, args, undefined);
+    const references: object[] = [];
+    const payload = encodePrepared(this.prepareCall(fn, args, undefined, references));
     this.router.send(
       new Message(
         {
@@ -240,6 +296,7 @@ export class Context {
         payload,
       ),
     );
+    this.lease(references);
   }
 
   /**

@@ -4,6 +4,7 @@ import type { Importer } from './importer.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
 import { serve } from './protocol/serve.js';
 import type { Router } from './router.js';
+import { CALL_SETTLED } from './sender.js';
 
 /**
  * A shipped function that reads a variable of the scope it was written in
@@ -50,6 +51,11 @@ export class Dispatcher {
   ) {
     serve(router, CALL_FUNCTION_SPEC, (call) => explained(() => this.run(call)), {
       onUnanswered: (error) => this.onUnreported(error),
+      // A Sender or Channel passed to a call ends with it, so the loop
+      // reading the other end always ends, even when the function threw.
+      onSettled: (message) => {
+        for (const reference of message.references) (reference as { [CALL_SETTLED](): void })[CALL_SETTLED]();
+      },
     });
   }
 

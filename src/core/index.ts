@@ -4,6 +4,7 @@
  * receive for `tendril:core`, so export names must be unique across files.
  */
 export * from './broker.js';
+export * from './channel.js';
 export * from './child.js';
 export * from './code-cache.js';
 export * from './codec.js';
@@ -27,14 +28,18 @@ export * from './protocol/forward-log.js';
 export * from './protocol/get-module.js';
 export * from './protocol/handles.js';
 export * from './protocol/module-stats.js';
+export * from './protocol/route-pressure.js';
 export * from './protocol/routes.js';
 export * from './protocol/serve.js';
 export * from './protocol/shutdown.js';
 export * from './protocol/spec.js';
 export * from './protocol/stop-child.js';
+export * from './receive-window.js';
 export * from './receiver.js';
 export * from './router.js';
 export * from './runtime.js';
 export * from './select.js';
+export * from './send-window.js';
 export * from './sender.js';
 export * from './stream.js';
+export * from './window.js';

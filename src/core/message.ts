@@ -67,7 +67,7 @@ export class Message implements MessageHeader {
   flags: number;
   /** The payload bytes, exactly as carried on the wire. */
   readonly data: Uint8Array;
-  private decoded: { value: unknown } | undefined;
+  private decoded: { value: unknown; references: unknown[] } | undefined;
 
   /**
    * @param header the header fields.
@@ -120,7 +120,8 @@ export class Message implements MessageHeader {
     if (this.isRaw) return this.data;
     if (!this.decoded) {
       try {
-        this.decoded = { value: decode(this.data, router, this.auth) };
+        const references: unknown[] = [];
+        this.decoded = { value: decode(this.data, router, this.auth, references), references };
       } catch (error) {
         const name = (router as { nameOf?: (id: number) => string } | undefined)?.nameOf?.(this.src);
         const from =
@@ -131,6 +132,11 @@ export class Message implements MessageHeader {
       }
     }
     return this.decoded.value;
+  }
+
+  /** The Senders and Channels `unpack()` made from the payload (none before it ran). */
+  get references(): readonly unknown[] {
+    return this.decoded?.references ?? [];
   }
 
   /** Header and payload length for logs; never the payload itself. */

@@ -1,7 +1,11 @@
 import { ChannelError, type TendrilError, TimeoutError } from './errors.js';
 import type { Message } from './message.js';
+import { ReceiveWindow } from './receive-window.js';
 import { deadReason, type Policy, type Router, type RouterLike, switchOf } from './router.js';
-import { SENDER_CLOSED, Sender } from './sender.js';
+import { SENDER_CLOSED } from './send-window.js';
+import { type LeaseHolder, LOCAL_RECEIVER, Sender } from './sender.js';
+import type { Stream } from './stream.js';
+import { type HighWaterMark, highWaterMark } from './window.js';
 
 /** Options of a receiver. */
 export interface ReceiverOptions {
@@ -18,6 +22,14 @@ export interface ReceiverOptions {
    * closes when it disconnects.
    */
   contextId?: number;
+  /**
+   * How much may wait here unread, per Sender: each Sender made by
+   * `toSender()` keeps at most this many messages and bytes in flight, and
+   * a sender that runs past it is refused (its sends reject with
+   * `ChannelError`). A receiver fed by n Senders at once queues at most n
+   * times this. Default 1024 messages and 8 MiB.
+   */
+  highWaterMark?: Partial<HighWaterMark>;
 }
 
 interface Waiter {
@@ -28,29 +40,49 @@ interface Waiter {
 
 /**
  * The receiving end of a one-way channel: a handle in this context whose
- * messages queue up until read with `get()` or `for await`. Closed when
- * its sender closes it, when `close()` is called, or when the context given
- * as `contextId` disconnects.
+ * messages queue up until read with `get()` or `for await`, under flow
+ * control (see `highWaterMark`: its Senders wait rather than fill it).
+ *
+ * It closes when `close()` is called; when the context given as
+ * `contextId` disconnects; and when its Sender closes it. A Sender of this
+ * receiver passed to calls is closed by each call as it settles, and the
+ * receiver then closes once every such call's Sender has (values sent
+ * before are read first): one receiver can gather values from many calls.
+ * A context holding such a Sender, or that has sent values and not closed,
+ * that disconnects ends the receiver with a `ChannelError` naming the
+ * context and why, once the others have closed.
  */
-export class Receiver<T = unknown> implements AsyncIterable<T> {
+export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   /** The handle this receiver listens on. */
   readonly handle: number;
   /** The router it is registered with. */
   readonly router: Router;
+  /** The window each of its Senders keeps to. */
+  readonly highWaterMark: Readonly<HighWaterMark>;
   private readonly queue: Message[] = [];
   private readonly waiters: Waiter[] = [];
   private readonly watchers = new Set<() => void>();
+  private readonly window: ReceiveWindow;
+  /** Calls in flight to each context carrying a Sender of this receiver. */
+  private readonly leases = new Map<number, number>();
+  private leaseCount = 0;
+  /** Why a context that should have closed its Sender went away instead. */
+  private lost: ChannelError | undefined;
+  private watchingDisconnects = false;
   private closedWith: TendrilError | undefined;
   private closedByUser = false;
+  private closeWatchers: ((error: TendrilError) => void)[] = [];
 
   /**
    * Registers a handle on `router` (allocated unless `options.handle` names one).
    * @param router the router of this context, or the master's `Router`.
    * @throws Error when `options.handle` is already registered.
+   * @throws InvalidOptionError when `options.highWaterMark` is malformed.
    */
   constructor(router: RouterLike, options: ReceiverOptions = {}) {
     const core = switchOf(router);
     this.router = core;
+    this.highWaterMark = highWaterMark(options.highWaterMark, 'new Receiver()');
     const { contextId, policy } = options;
     const fromPeer: Policy | undefined =
       contextId === undefined
@@ -63,12 +95,13 @@ export class Receiver<T = unknown> implements AsyncIterable<T> {
       fromPeer && policy
         ? (message, stream) => fromPeer(message, stream) && policy(message, stream)
         : (fromPeer ?? policy);
-    this.handle = core.addHandler((message) => this.onMessage(message), {
+    this.handle = core.addHandler((message, stream) => this.onMessage(message, stream), {
       ...(options.handle !== undefined && { handle: options.handle }),
       ...(admit && { policy: admit }),
       ...(contextId !== undefined && { contextId }),
       onClose: (error) => this.finish(error),
     });
+    this.window = new ReceiveWindow(core, this.handle, this.highWaterMark);
   }
 
   /** True once closed; queued values can still be read. */
@@ -86,9 +119,51 @@ export class Receiver<T = unknown> implements AsyncIterable<T> {
     return this.queue.length > 0 || this.closedWith !== undefined;
   }
 
-  /** A sender in this context that delivers to this receiver. */
+  /**
+   * A sender in this context that delivers to this receiver, with its
+   * window. Pass it to calls (it travels), or send with it here.
+   */
   toSender(): Sender<T> {
-    return new Sender<T>(this.router, this.router.id, this.handle);
+    const sender = new Sender<T>(this.router, this.router.id, this.handle, { highWaterMark: this.highWaterMark });
+    sender[LOCAL_RECEIVER] = this;
+    return sender;
+  }
+
+  /**
+   * A call to `contextId` carries a Sender of this receiver: the receiver
+   * stays open until that context closes it (the call settling does), or
+   * goes away. Called by `Context`.
+   */
+  lease(contextId: number): void {
+    if (this.closedWith) return;
+    this.leases.set(contextId, (this.leases.get(contextId) ?? 0) + 1);
+    this.leaseCount++;
+    this.watchDisconnects();
+  }
+
+  /**
+   * The call counted by `lease` never reached `contextId`: nothing there
+   * will close its Sender. The receiver ends with a `ChannelError` saying
+   * so once no other call holds it. Called by `Context`.
+   */
+  unlease(contextId: number): void {
+    if (!this.release(contextId)) return;
+    this.lost ??= new ChannelError(
+      this.router.nameOf(contextId),
+      contextId,
+      'a call carrying a Sender of this receiver did not reach it',
+    );
+    if (this.leaseCount === 0) this.end(this.lost);
+  }
+
+  /** Drops one lease of `contextId`; false when it had none. */
+  private release(contextId: number): boolean {
+    const count = this.leases.get(contextId);
+    if (count === undefined) return false;
+    if (count > 1) this.leases.set(contextId, count - 1);
+    else this.leases.delete(contextId);
+    this.leaseCount--;
+    return true;
   }
 
   /**
@@ -99,7 +174,10 @@ export class Receiver<T = unknown> implements AsyncIterable<T> {
    */
   getMessage(timeout?: number): Promise<Message> {
     const queued = this.queue.shift();
-    if (queued) return Promise.resolve(queued);
+    if (queued) {
+      this.window.consumed(queued);
+      return Promise.resolve(queued);
+    }
     if (this.closedWith) return Promise.reject(this.closedWith);
     this.router.hold();
     return new Promise<Message>((resolve, reject) => {
@@ -138,6 +216,12 @@ export class Receiver<T = unknown> implements AsyncIterable<T> {
     return () => this.watchers.delete(watcher);
   }
 
+  /** Calls `callback` once, when the receiver closes (at once if it has). */
+  onClosed(callback: (error: TendrilError) => void): void {
+    if (this.closedWith) callback(this.closedWith);
+    else this.closeWatchers.push(callback);
+  }
+
   /** Stops receiving; pending and later `get()` calls reject with `ChannelError`. */
   close(): void {
     this.closedByUser = true;
@@ -159,16 +243,23 @@ export class Receiver<T = unknown> implements AsyncIterable<T> {
     }
   }
 
-  private onMessage(message: Message): void {
+  private onMessage(message: Message, stream: Stream | undefined): void {
     if (message.isDead) {
-      this.router.removeHandler(this.handle);
-      this.finish(new ChannelError(this.router.nameOf(message.src), message.src, deadReason(message)));
+      this.onSenderClosed(message);
       return;
     }
+    const refused = this.window.admit(message);
+    if (refused) {
+      this.router.warn('flood', `${this.router.name}: ${refused}; dropped its message`);
+      this.router.deadReply(message, refused, stream);
+      return;
+    }
+    if (message.src !== this.router.id) this.watchDisconnects();
     const waiter = this.waiters.shift();
     if (waiter) {
       if (waiter.timer) clearTimeout(waiter.timer);
       this.router.release();
+      this.window.consumed(message);
       waiter.resolve(message);
     } else {
       this.queue.push(message);
@@ -176,9 +267,52 @@ export class Receiver<T = unknown> implements AsyncIterable<T> {
     }
   }
 
+  /**
+   * A Sender closed. With calls in flight that carry this receiver's
+   * Senders, it ends when the last of those has closed; otherwise at once.
+   */
+  private onSenderClosed(message: Message): void {
+    this.window.closed(message);
+    const error = new ChannelError(this.router.nameOf(message.src), message.src, deadReason(message));
+    if (this.leaseCount > 0) {
+      if (!this.release(message.src) || this.leaseCount > 0) return;
+    }
+    this.end(this.lost ?? error);
+  }
+
+  /** A context went away: if it owed this receiver a close, the receiver ends with why, once the others are done. */
+  private readonly onDisconnect = (contextId: number, reason: string): void => {
+    const leased = this.leases.get(contextId) ?? 0;
+    const sending = this.window.forgetContext(contextId);
+    if (leased === 0 && !sending) return;
+    this.lost ??= new ChannelError(
+      this.router.nameOf(contextId),
+      contextId,
+      `it went away before closing its Sender: ${reason}`,
+    );
+    if (leased > 0) {
+      this.leases.delete(contextId);
+      this.leaseCount -= leased;
+    }
+    if (this.leaseCount === 0 && !this.window.hasRemoteSources()) this.end(this.lost);
+  };
+
+  private watchDisconnects(): void {
+    if (this.watchingDisconnects || this.closedWith) return;
+    this.watchingDisconnects = true;
+    this.router.on('disconnect', this.onDisconnect);
+  }
+
+  private end(error: TendrilError): void {
+    this.router.removeHandler(this.handle);
+    this.finish(error);
+  }
+
   private finish(error: TendrilError): void {
     if (this.closedWith) return;
     this.closedWith = error;
+    if (this.watchingDisconnects) this.router.off('disconnect', this.onDisconnect);
+    for (const watcher of this.closeWatchers.splice(0)) watcher(error);
     for (const waiter of this.waiters.splice(0)) {
       if (waiter.timer) clearTimeout(waiter.timer);
       this.router.release();

@@ -15,6 +15,7 @@ import { type LogRecord, logger } from './log.js';
 import { FLAG_DEAD, MAX_ID, Message } from './message.js';
 import { successReply } from './protocol/envelope.js';
 import { FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './protocol/handles.js';
+import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
 import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC } from './protocol/routes.js';
 import { serve } from './protocol/serve.js';
 import { RateLimit } from './rate-limit.js';
@@ -33,13 +34,6 @@ const MAX_ROUTES_PER_STREAM = 65_536;
  */
 const DEAD_REPLY_BURST = 1000;
 const DEAD_REPLIES_PER_SECOND = 1000;
-/**
- * When a message from a child is forwarded into a stream that has more
- * than this many bytes queued (its peer is slow or not reading), that child
- * is not read from until the stream drains: one child cannot fill another's
- * queue, or this context's memory, and nothing it sent is lost.
- */
-const FORWARD_HIGH_WATER = 1024 * 1024;
 
 /**
  * Decides whether a message may reach a handle. `stream` is the stream it
@@ -186,6 +180,10 @@ export class Router extends EventEmitter<RouterEvents> {
   private readonly warningsReported = new Map<string, number>();
   /** Dead replies each stream may still be sent. */
   private readonly deadReplyLimits = new Map<Stream, RateLimit>();
+  /** Per child stream backed up with what the parent sent: the destinations the parent was told to hold. */
+  private readonly pressured = new Map<Stream, Set<number>>();
+  /** Descendants a child reported backed up below it, and calls here waiting for them to drain. */
+  private readonly congested = new Map<number, (() => void)[]>();
   private inflight = 0;
 
   /** @param identity this context's ID, name, ancestors and message size limit. */
@@ -198,6 +196,7 @@ export class Router extends EventEmitter<RouterEvents> {
     this.names.set(this.id, this.name);
     serve(this, ADD_ROUTE_SPEC, ([target, name], _message, stream) => this.onAddRoute(target, name, stream));
     serve(this, DEL_ROUTE_SPEC, ([target, reason], _message, stream) => this.onDelRoute(target, reason, stream));
+    serve(this, ROUTE_PRESSURE_SPEC, ([target, on], _message, stream) => this.onPressure(target, on, stream));
   }
 
   /** ID of the parent context, or -1 in the master. */
@@ -470,7 +469,78 @@ export class Router extends EventEmitter<RouterEvents> {
       return;
     }
     out.send(message);
-    if (inStream && inStream !== this.parentStream && out.queuedBytes > FORWARD_HIGH_WATER) inStream.waitFor(out);
+    if (!inStream || !out.needsDrain) return;
+    // A message from a child forwarded into a stream past its high-water
+    // mark (its peer is slow or not reading): that child is not read from
+    // until the stream drains, so one child cannot fill another's queue, or
+    // this context's memory, and nothing it sent is lost. Other streams flow
+    // on. The parent's stream is never paused (that would stall the whole
+    // subtree): the parent is told to hold calls to that destination
+    // instead, and Senders keep to their credit windows.
+    if (inStream !== this.parentStream) inStream.waitFor(out);
+    else this.pressure(out, message.dst);
+  }
+
+  /** Tells the parent to hold calls to `dst` until `out` has drained. */
+  private pressure(out: Stream, dst: number): void {
+    let held = this.pressured.get(out);
+    if (!held) {
+      const set = new Set<number>();
+      held = set;
+      this.pressured.set(out, set);
+      out.whenDrained(() => {
+        this.pressured.delete(out);
+        for (const target of set) this.sendPressure(target, 0);
+      });
+    }
+    if (held.has(dst)) return;
+    held.add(dst);
+    this.sendPressure(dst, 1);
+  }
+
+  private sendPressure(target: number, on: 0 | 1): void {
+    if (!this.parentStream || this.parentStream.closed) return;
+    this.parentStream.send(
+      Message.encoded(
+        { dst: this.parentId, src: this.id, auth: this.id, handle: ROUTE_PRESSURE_SPEC.handle, replyTo: 0 },
+        [target, on],
+      ),
+    );
+  }
+
+  private onPressure(target: number, on: 0 | 1, stream: Stream | undefined): void {
+    // Only about a context routed through the child saying so: a child can hold calls to its own subtree, no other.
+    if (!stream || this.routes.get(target) !== stream) return;
+    if (on === 1) {
+      if (this.congested.has(target)) return;
+      this.congested.set(target, []);
+    } else if (!this.relieve(target)) return;
+    this.sendPressure(target, on);
+  }
+
+  /** Ends the hold on calls to `target`; false when there was none. */
+  private relieve(target: number): boolean {
+    const waiting = this.congested.get(target);
+    if (!waiting) return false;
+    this.congested.delete(target);
+    for (const resume of waiting) resume();
+    return true;
+  }
+
+  /**
+   * Undefined when a message to `dst` can be sent now; otherwise a promise
+   * that resolves once the stream it leaves by has drained below its
+   * high-water mark (or closed), or, when a context on the way reported
+   * its stream toward `dst` backed up (ROUTE_PRESSURE), once that one has
+   * drained or `dst` has gone. Callers check again after it resolves.
+   */
+  whenWritable(dst: number): Promise<void> | undefined {
+    if (dst === this.id) return undefined;
+    const out = this.expectedStream(dst);
+    if (!out || out.closed) return undefined;
+    if (out.needsDrain) return new Promise<void>((resolve) => out.whenDrained(resolve));
+    const waiting = this.congested.get(dst);
+    return waiting && new Promise<void>((resolve) => waiting.push(resolve));
   }
 
   /** The stream a message claiming `id` must arrive on (and the one a message to `id` leaves by). */
@@ -660,6 +730,7 @@ export class Router extends EventEmitter<RouterEvents> {
     this.leaving.delete(target);
     this.departed.set(target, { name: this.nameOf(target), reason });
     this.names.delete(target);
+    this.relieve(target);
     if (this.departed.size > MAX_DEPARTED) this.departed.delete(this.departed.keys().next().value as number);
     if (this.parentStream && !this.parentStream.closed) {
       this.parentStream.send(

@@ -1,4 +1,4 @@
-import { ChannelError } from './errors.js';
+import { ChannelError, TimeoutError } from './errors.js';
 import type { Receiver } from './receiver.js';
 
 /** A value read through a `Select`, with the receiver it came from. */
@@ -12,23 +12,25 @@ export interface Selected<T> {
 /**
  * Waits on several receivers at once and yields values in arrival order,
  * each tagged with its receiver (Mitogen's Select). A receiver that closes
- * leaves the set once drained; iteration ends when none is left.
+ * leaves the set once drained; iteration ends when none is left. Receivers
+ * may be added and removed while a `get()` waits.
  */
 export class Select<T = unknown> implements AsyncIterable<Selected<T>> {
-  private readonly receivers: Receiver<T>[];
+  private readonly receivers: Receiver<T>[] = [];
   private next = 0;
+  /** Wakes a waiting `get()` when the set changes. */
+  private readonly wakers = new Set<() => void>();
 
   /**
    * @param receivers the receivers to wait on; more can be added with `add`.
    * @throws TypeError when the same receiver is listed twice.
    */
-  constructor(receivers: Iterable<Receiver<T>>) {
-    this.receivers = [];
+  constructor(receivers: Iterable<Receiver<T>> = []) {
     for (const receiver of receivers) this.add(receiver);
   }
 
   /**
-   * Adds a receiver to the set.
+   * Adds a receiver to the set; a `get()` waiting already sees it.
    * @throws TypeError when it is in the set already: each value is read
    *   once, so a second entry could only skew the round-robin (Mitogen's
    *   Select refuses it too).
@@ -40,6 +42,20 @@ export class Select<T = unknown> implements AsyncIterable<Selected<T>> {
       );
     }
     this.receivers.push(receiver);
+    this.wake();
+  }
+
+  /**
+   * Removes a receiver from the set (it stays open; read it directly).
+   * @returns false when it was not in the set.
+   */
+  remove(receiver: Receiver<T>): boolean {
+    const index = this.receivers.indexOf(receiver);
+    if (index === -1) return false;
+    this.receivers.splice(index, 1);
+    if (this.next > index) this.next--;
+    this.wake();
+    return true;
   }
 
   /** Receivers still in the set. */
@@ -50,14 +66,22 @@ export class Select<T = unknown> implements AsyncIterable<Selected<T>> {
   /**
    * The next value from any receiver. Receivers are scanned round-robin so
    * a busy one cannot starve the others.
-   * @throws ChannelError when every receiver has closed.
+   * @param timeout milliseconds to wait; default: no limit.
+   * @throws ChannelError when the set is empty (every receiver has closed
+   *   and been drained, or none was added).
+   * @throws TimeoutError when `timeout` passes first.
    */
-  async get(): Promise<Selected<T>> {
+  async get(timeout?: number): Promise<Selected<T>> {
+    const deadline = timeout === undefined ? undefined : Date.now() + timeout;
     for (;;) {
       const picked = this.pick();
       if (picked) return { receiver: picked, value: await picked.get() };
       if (this.receivers.length === 0) throw new ChannelError('select', -1, 'every receiver in the select has closed');
-      await this.anyReady();
+      const left = deadline === undefined ? undefined : deadline - Date.now();
+      if ((left !== undefined && left <= 0) || !(await this.anyReady(left))) {
+        const where = this.receivers[0]?.router.name ?? 'select';
+        throw new TimeoutError(`waiting on a select of ${this.receivers.length} receivers`, where, timeout as number);
+      }
     }
   }
 
@@ -65,7 +89,10 @@ export class Select<T = unknown> implements AsyncIterable<Selected<T>> {
   private pick(): Receiver<T> | undefined {
     for (let i = this.receivers.length - 1; i >= 0; i--) {
       const receiver = this.receivers[i] as Receiver<T>;
-      if (receiver.closed && receiver.queued === 0) this.receivers.splice(i, 1);
+      if (receiver.closed && receiver.queued === 0) {
+        this.receivers.splice(i, 1);
+        if (this.next > i) this.next--;
+      }
     }
     const n = this.receivers.length;
     for (let i = 0; i < n; i++) {
@@ -79,18 +106,29 @@ export class Select<T = unknown> implements AsyncIterable<Selected<T>> {
     return undefined;
   }
 
-  /** Waits until any receiver is ready, keeping the event loop alive meanwhile. */
-  private anyReady(): Promise<void> {
+  private wake(): void {
+    for (const waker of [...this.wakers]) waker();
+  }
+
+  /**
+   * Waits until any receiver is ready or the set changes, keeping the event
+   * loop alive meanwhile. Resolves false when `timeout` ms pass first.
+   */
+  private anyReady(timeout: number | undefined): Promise<boolean> {
     const routers = new Set(this.receivers.map((receiver) => receiver.router));
     for (const router of routers) router.hold();
-    return new Promise<void>((resolve) => {
-      const cancels = this.receivers.map((receiver) =>
-        receiver.onReady(() => {
-          for (const cancel of cancels) cancel();
-          resolve();
-        }),
-      );
+    let cancels: (() => void)[] = [];
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let waker: (() => void) | undefined;
+    return new Promise<boolean>((resolve) => {
+      waker = () => resolve(true);
+      this.wakers.add(waker);
+      cancels = this.receivers.map((receiver) => receiver.onReady(() => resolve(true)));
+      if (timeout !== undefined) timer = setTimeout(() => resolve(false), timeout);
     }).finally(() => {
+      if (timer) clearTimeout(timer);
+      if (waker) this.wakers.delete(waker);
+      for (const cancel of cancels) cancel();
       for (const router of routers) router.release();
     });
   }
@@ -104,7 +142,7 @@ export class Select<T = unknown> implements AsyncIterable<Selected<T>> {
         continue;
       }
       if (this.receivers.length === 0) return;
-      await this.anyReady();
+      await this.anyReady(undefined);
     }
   }
 }

@@ -1,26 +1,74 @@
-import { encode, SENDER_REFERENCE, setSenderFactory } from './codec.js';
-import { FLAG_DEAD, Message } from './message.js';
+import { encode, type ReceiverReference, SENDER_REFERENCE, setSenderFactory } from './codec.js';
+import { MessageTooLargeError } from './errors.js';
 import { type Router, type RouterLike, switchOf } from './router.js';
+import { SendWindow } from './send-window.js';
+import { DEFAULT_HIGH_WATER_MARK, type HighWaterMark, highWaterMark } from './window.js';
 
-/** Reason a receiver sees when its sender closed it on purpose. */
-export const SENDER_CLOSED = 'closed by sender';
+/**
+ * Where a Sender made by `Receiver.toSender()` (or a Channel) keeps the
+ * receiver it feeds, so that a call it is passed to can count on the
+ * receiver to wait for the callee's end (see `Receiver`).
+ */
+export const LOCAL_RECEIVER: unique symbol = Symbol('tendril.localReceiver') as never;
+
+/**
+ * What a context calls on each Sender and Channel a call's arguments
+ * carried, once the call has settled: the call's use of them is over.
+ */
+export const CALL_SETTLED: unique symbol = Symbol('tendril.callSettled') as never;
+
+/** What a call tells the receiver of a Sender it carries (implemented by `Receiver`). */
+export interface LeaseHolder {
+  /** A call to `contextId` carries a Sender of this receiver: expect that context to close it. */
+  lease(contextId: number): void;
+  /** That call never reached `contextId`: do not wait for it. */
+  unlease(contextId: number): void;
+}
+
+/** Options of a Sender. */
+export interface SenderOptions {
+  /**
+   * The auth ID of the message this Sender arrived in, when it was decoded
+   * from one. A Sender handed over by a descendant (or any context that is
+   * not this one or an ancestor) keeps that context's authority, so a child
+   * cannot borrow its parent's by having the parent send for it; from this
+   * context or an ancestor it takes this context's own ID, as the router
+   * could not prove an ancestor's authority on the wire. Default: this
+   * context's own ID.
+   */
+  authority?: number | undefined;
+  /**
+   * The receiver's window: how much may be in flight before `send()` waits.
+   * Must match the receiver's `highWaterMark` (a receiver refuses a sender
+   * that runs past it); `Receiver.toSender()` fills it in. Default 1024
+   * messages and 8 MiB, the receivers' default.
+   */
+  highWaterMark?: Partial<HighWaterMark> | undefined;
+}
 
 /**
  * The sending end of a one-way channel: delivers values to a handle in a
- * context (a `Receiver` there). Cheap to create; holds no resources.
+ * context (a `Receiver` there), under flow control. Each Sender has a
+ * credit window: `send()` resolves at once while fewer than the receiver's
+ * `highWaterMark` messages (and bytes) are in flight, and otherwise when
+ * the receiver's owner has read enough of them, so a slow reader slows its
+ * producer, across any number of hops, instead of filling memory between
+ * them.
  *
  * A Sender may itself be sent — as a call argument, say — and arrives bound
  * to the receiving context's router, so remote code can stream values back
  * (only a Sender aimed at a receiver travels: one aimed at a standard handle
- * such as SHUTDOWN is refused when decoded, with `DecodeError`):
+ * such as SHUTDOWN is refused when decoded, with `DecodeError`). A Sender
+ * that arrives as a call argument is closed when that call returns or
+ * throws, so the receiver's `for await` always ends:
  *
  * ```ts
  * const progress = new Receiver<number>(router);
  * const done = child.call(async (out: Sender<number>) => {
- *   for (let i = 1; i <= 3; i++) out.send(i);
- *   out.close();
+ *   for (let i = 1; i <= 3; i++) await out.send(i);
  * }, progress.toSender());
  * for await (const step of progress) console.log(step);
+ * await done;
  * ```
  */
 export class Sender<T = unknown> {
@@ -33,71 +81,97 @@ export class Sender<T = unknown> {
   /**
    * The context under whose authority its messages act (their auth ID):
    * this context for a Sender made here, or the less trusted context a
-   * decoded Sender came from (see the constructor).
+   * decoded Sender came from (see `SenderOptions.authority`).
    */
   readonly authority: number;
+  /** The receiver's window this Sender keeps to. */
+  readonly highWaterMark: Readonly<HighWaterMark>;
+  /** Set by `Receiver.toSender()`: the receiver in this context it feeds. */
+  [LOCAL_RECEIVER]: LeaseHolder | undefined;
+  private sendWindow: SendWindow | undefined;
 
   /**
    * @param router the router of the context sending (the master's `Router`, or a context's own).
    * @param contextId the context the receiver lives in.
    * @param handle the receiver's handle in that context.
-   * @param authority the auth ID of the message this Sender arrived in, when
-   *   it was decoded from one. A Sender handed over by a descendant (or any
-   *   context that is not this one or an ancestor) keeps that context's
-   *   authority, so a child cannot borrow its parent's by having the parent
-   *   send for it; from this context or an ancestor it takes this
-   *   context's own ID, as the router could not prove an ancestor's
-   *   authority on the wire. Default: this context's own ID.
+   * @param options authority and window (see `SenderOptions`).
+   * @throws InvalidOptionError when `options.highWaterMark` is malformed.
    */
-  constructor(router: RouterLike, contextId: number, handle: number, authority?: number) {
+  constructor(router: RouterLike, contextId: number, handle: number, options: SenderOptions = {}) {
     const core = switchOf(router);
     this.router = core;
     this.contextId = contextId;
     this.handle = handle;
+    const { authority } = options;
     this.authority =
       authority === undefined || authority === core.id || core.parentIds.indexOf(authority) >= 0 ? core.id : authority;
+    this.highWaterMark =
+      options.highWaterMark === undefined ? DEFAULT_HIGH_WATER_MARK : highWaterMark(options.highWaterMark, 'Sender');
+  }
+
+  /** True once closed: by `close()`, by its call settling, or because the receiver went away. */
+  get closed(): boolean {
+    return this.sendWindow?.closed ?? false;
   }
 
   /**
-   * Sends one value.
-   * @throws UnsupportedValueError when the value cannot be sent.
-   * @throws MessageTooLargeError when it exceeds `maxMessageSize`.
+   * Sends one value: at once while the window has room, otherwise once the
+   * receiver's owner has read enough. Values arrive in the order sent,
+   * awaited or not.
+   * @returns a promise that resolves when the value has left this Sender
+   *   (not when it was read), and rejects with `ChannelError` when the
+   *   Sender is closed or the receiver is gone (closed, or its context
+   *   disconnected). Not awaiting it is safe: the rejection is then ignored.
+   * @throws UnsupportedValueError when the value cannot be sent (synchronously).
+   * @throws MessageTooLargeError when it exceeds `maxMessageSize` (synchronously).
    */
-  send(value: T): void {
-    this.router.send(
-      Message.encoded(
-        { dst: this.contextId, src: this.router.id, auth: this.authority, handle: this.handle, replyTo: 0 },
-        value,
-      ),
-    );
+  send(value: T): Promise<void> {
+    const data = encode(value);
+    if (data.length > this.router.maxMessageSize) {
+      throw new MessageTooLargeError(
+        data.length,
+        this.router.maxMessageSize,
+        `a value sent to handle ${this.handle} of context '${this.router.nameOf(this.contextId)}'`,
+      );
+    }
+    return this.window().send(data);
   }
 
-  /** Tells the receiver no more values will come; its iteration ends. */
+  /**
+   * Tells the receiver no more values will come, after those still waiting
+   * for the window; its iteration ends. Does nothing when already closed.
+   */
   close(): void {
-    this.router.send(
-      new Message(
-        {
-          dst: this.contextId,
-          src: this.router.id,
-          auth: this.authority,
-          handle: this.handle,
-          replyTo: 0,
-          flags: FLAG_DEAD,
-        },
-        encode(SENDER_CLOSED),
-      ),
-    );
+    this.window().close();
   }
 
-  /** How the codec carries a Sender: the receiver's context and handle. */
-  get [SENDER_REFERENCE](): [number, number] {
-    return [this.contextId, this.handle];
+  /** The call this Sender arrived in has settled: close it. */
+  [CALL_SETTLED](): void {
+    this.close();
+  }
+
+  /** How the codec carries a Sender: the receiver's context, handle and window. */
+  get [SENDER_REFERENCE](): number[] {
+    return [this.contextId, this.handle, this.highWaterMark.bytes, this.highWaterMark.messages];
   }
 
   /** `'Sender(<context id>, <handle>)'`. */
   toString(): string {
     return `Sender(${this.contextId}, ${this.handle})`;
   }
+
+  private window(): SendWindow {
+    if (!this.sendWindow) {
+      this.sendWindow = new SendWindow(this.router, this.contextId, this.handle, this.authority, this.highWaterMark);
+    }
+    return this.sendWindow;
+  }
 }
 
-setSenderFactory((router, contextId, handle, authority) => new Sender(router as Router, contextId, handle, authority));
+setSenderFactory(
+  (router, reference: ReceiverReference, authority) =>
+    new Sender(router as Router, reference.contextId, reference.handle, {
+      authority,
+      ...(reference.window && { highWaterMark: reference.window }),
+    }),
+);

@@ -4,6 +4,13 @@ import { StreamError } from './errors.js';
 import { encodeFrame, FrameDecoder } from './framing.js';
 import type { Message } from './message.js';
 
+/**
+ * Bytes queued for the peer past which a stream wants to drain: messages
+ * a router forwards into it stop being read from their source, and calls
+ * made here wait (see `Router.whenWritable`).
+ */
+export const STREAM_HIGH_WATER = 1024 * 1024;
+
 /** Counters of one stream, for `stats()` APIs and tests. */
 export interface StreamStats {
   /** Bytes read from the peer, frames and anything else. */
@@ -94,6 +101,8 @@ export class Stream extends EventEmitter<StreamEvents> {
     this.corked = false;
     this.output.uncork();
   };
+  /** Called once the queue for the peer has emptied (see `whenDrained`). */
+  private readonly drainWaiters: (() => void)[] = [];
   /** Streams this one does not read until they drain (see `waitFor`). */
   private readonly waitingFor = new Set<Stream>();
 
@@ -127,6 +136,11 @@ export class Stream extends EventEmitter<StreamEvents> {
   /** Bytes written but not yet taken by the peer (queued in this process). */
   get queuedBytes(): number {
     return this.output.writableLength;
+  }
+
+  /** True when more than `STREAM_HIGH_WATER` bytes wait for the peer: writers should wait for `whenDrained`. */
+  get needsDrain(): boolean {
+    return this.output.writableLength > STREAM_HIGH_WATER;
   }
 
   /** Largest payload accepted, in bytes. */
@@ -267,17 +281,19 @@ export class Stream extends EventEmitter<StreamEvents> {
       callback();
       return;
     }
-    let done = false;
-    const once = () => {
-      if (done) return;
-      done = true;
-      this.output.off('drain', once);
-      this.off('close', once);
-      callback();
-    };
-    this.output.on('drain', once);
-    this.on('close', once);
+    // One listener however many wait: calls queue here by the hundred.
+    if (this.drainWaiters.length === 0) {
+      this.output.once('drain', this.drained);
+      this.once('close', this.drained);
+    }
+    this.drainWaiters.push(callback);
   }
+
+  private readonly drained = (): void => {
+    this.output.off('drain', this.drained);
+    this.off('close', this.drained);
+    for (const callback of this.drainWaiters.splice(0)) callback();
+  };
 
   /** Handles bytes that were read from `input` before the stream took it over. */
   receive(chunk: Buffer): void {

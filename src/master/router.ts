@@ -161,9 +161,14 @@ export class Router extends EventEmitter<RouterEvents> {
 
   /**
    * A receiver in the master: values sent to it by contexts (through its
-   * `toSender()`, passed to a call) queue until read.
-   * @param options `contextId`: admit values only from that context and
-   *   close when it disconnects; `policy`: a further admission check.
+   * `toSender()`, passed to a call) queue until read, under flow control
+   * (docs/streams.md). It ends once every call that carried one of its
+   * Senders has settled, or with `ChannelError` when such a context goes away.
+   * @param options `highWaterMark`: how much each Sender may have unread
+   *   here (default 1024 messages, 8 MiB); `contextId`: admit values only
+   *   from that context and close when it disconnects; `policy`: a further
+   *   admission check.
+   * @throws InvalidOptionError when `highWaterMark` is malformed.
    */
   receiver<T = unknown>(options: ReceiverOptions = {}): Receiver<T> {
     return new Receiver<T>(this.#core, options);

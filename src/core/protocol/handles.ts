@@ -28,6 +28,8 @@ export const STOP_CHILD = 10;
 
 /** Report this context's module forwarding counters. Parent authority only. */
 export const MODULE_STATS = 11;
+/** The stream toward a descendant is backed up, or drained: hold or resume calls to it. From a child only. */
+export const ROUTE_PRESSURE = 12;
 
 /** Lowest handle number handed out for receivers. */
 export const FIRST_DYNAMIC_HANDLE = 1000;
@@ -45,4 +47,5 @@ export const HANDLE_NAMES: Readonly<Record<number, string>> = {
   [CONNECT]: 'CONNECT',
   [STOP_CHILD]: 'STOP_CHILD',
   [MODULE_STATS]: 'MODULE_STATS',
+  [ROUTE_PRESSURE]: 'ROUTE_PRESSURE',
 };

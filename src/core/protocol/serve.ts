@@ -23,6 +23,12 @@ export interface ServeOptions {
   onSent?: (value: unknown, message: Message) => void;
   /** Ignore requests that expect no reply (reply-to 0): the work would be wasted. Default false. */
   replyRequired?: boolean;
+  /**
+   * Called once per request after it was answered (or found to need no
+   * answer), whatever the outcome: for cleanup tied to the request, such as
+   * closing the Senders its arguments carried.
+   */
+  onSettled?: (message: Message) => void;
 }
 
 /**
@@ -78,14 +84,30 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   return value !== null && typeof value === 'object' && typeof (value as PromiseLike<unknown>).then === 'function';
 }
 
-function answer(
+type Answer = (
   router: Router,
   spec: HandleSpec<unknown, unknown>,
   message: Message,
   value: unknown,
   failed: boolean,
   options: ServeOptions,
-): void {
+) => void;
+
+const answer: Answer = (router, spec, message, value, failed, options) => {
+  try {
+    reply(router, spec, message, value, failed, options);
+  } finally {
+    if (options.onSettled) {
+      try {
+        options.onSettled(message);
+      } catch (error) {
+        router.warn('handler', `${router.name}: after ${spec.name} from context ${message.src}: ${describe(error)}`);
+      }
+    }
+  }
+};
+
+const reply: Answer = (router, spec, message, value, failed, options) => {
   if (message.replyTo === 0) {
     if (!failed) return;
     if (options.onUnanswered) options.onUnanswered(value, message);
@@ -124,7 +146,7 @@ function answer(
   } catch (error) {
     router.warn('handler', `${router.name}: after replying to ${spec.name}: ${describe(error)}`);
   }
-}
+};
 
 /** A failure reply for `error`; one that cannot even be described (a throwing getter) becomes a plain one. */
 function failure(error: unknown): Uint8Array {

@@ -1,0 +1,53 @@
+import { integer, optionsObject } from './options.js';
+
+/**
+ * How much a Receiver queues, and so how far ahead of it each Sender may
+ * run: a Sender waits once it has this much in flight (sent, and not yet
+ * read by the receiver's owner). A Sender with nothing in flight may always
+ * send one message, however large.
+ */
+export interface HighWaterMark {
+  /** Messages. Default 1024. */
+  messages: number;
+  /** Bytes of payload. Default 8 MiB. */
+  bytes: number;
+}
+
+/** The window a Receiver grants when its options name none: 1024 messages, 8 MiB. */
+export const DEFAULT_HIGH_WATER_MARK: Readonly<HighWaterMark> = Object.freeze({
+  messages: 1024,
+  bytes: 8 * 1024 * 1024,
+});
+
+/** Largest window either way: the wire carries 32-bit fields. */
+const MAX_WINDOW = 0xffffffff;
+
+/**
+ * Checks a `highWaterMark` option and fills in defaults.
+ * @throws InvalidOptionError naming the field and where it was passed.
+ */
+export function highWaterMark(value: Partial<HighWaterMark> | undefined, where: string): HighWaterMark {
+  const options = optionsObject(value, where);
+  return {
+    messages: integer(
+      options.messages,
+      'highWaterMark.messages',
+      where,
+      DEFAULT_HIGH_WATER_MARK.messages,
+      1,
+      MAX_WINDOW,
+    ),
+    bytes: integer(options.bytes, 'highWaterMark.bytes', where, DEFAULT_HIGH_WATER_MARK.bytes, 1, MAX_WINDOW),
+  };
+}
+
+/**
+ * Whether one more message of `size` bytes fits a window that has
+ * `messages` and `bytes` in flight. Sender and receiver apply the same
+ * rule: the receiver's count never exceeds the sender's (credit is sent
+ * before it is received, and messages arrive in order), so a sender that
+ * keeps to it is never refused.
+ */
+export function fits(window: HighWaterMark, messages: number, bytes: number, size: number): boolean {
+  return messages === 0 || (messages < window.messages && bytes + size <= window.bytes);
+}
