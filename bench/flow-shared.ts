@@ -52,6 +52,15 @@ export function median(values: number[]): number {
   return [...values].sort((a, b) => a - b)[values.length >> 1] as number;
 }
 
+/** The `q` quantile of a list (nearest rank); NaN for none. */
+export function quantile(values: number[], q: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
+}
+
+export const mean = (values: number[]): number => values.reduce((sum, x) => sum + x, 0) / values.length;
+
 export const mib = (bytes: number): string => `${(bytes / MIB).toFixed(0)} MiB`;
 export const mbps = (rate: number): string => `${rate.toFixed(0)} MB/s`;
 export const percent = (ratio: number): string => `${(ratio * 100).toFixed(0)}%`;
