@@ -19,7 +19,7 @@ import {
   within,
 } from './flow-shared.js';
 
-const ROUNDS = Number(process.env.FLOW_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.FLOW_ROUNDS ?? 5);
 /** Milliseconds of calls per phase. */
 const WINDOW = 2000;
 /** Milliseconds the stream runs before the busy phase's calls start, so it is saturated. */

@@ -25,7 +25,7 @@ import {
 } from './flow-shared.js';
 
 const VALUES = Number(process.env.FLOW_MIB ?? 256);
-const ROUNDS = Number(process.env.FLOW_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.FLOW_ROUNDS ?? 5);
 
 interface Contender {
   label: string;

@@ -5,7 +5,7 @@
 // figures of the same run. Parts can be picked by name:
 //   node build/bench/flow.js [memory] [throughput] [latency] [fairness]
 // Knobs (environment): FLOW_SECONDS (memory run, default 30), FLOW_ROUNDS
-// (throughput and fairness, default 3), FLOW_LATENCY_ROUNDS (default 10),
+// (throughput and fairness, default 5), FLOW_LATENCY_ROUNDS (default 10),
 // FLOW_MIB (MiB per throughput run, default 256), BASE (the commit the
 // latency is compared with, default HEAD~1).
 import { benchLatency } from './flow-compare.js';
