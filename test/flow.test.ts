@@ -294,6 +294,31 @@ describe('flow control', { timeout: 120_000 }, () => {
     await grandchild.shutdown();
   });
 
+  test('a call waiting for a backed-up stream still times out and aborts on time', async () => {
+    const busy = child.call(() => {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1500);
+    });
+    await sleep(100);
+    const mib = Buffer.alloc(1024 * 1024, 7);
+    const filling = Array.from({ length: 4 }, () => child.call((b: Buffer) => b.length, mib));
+    const timed = child.callWith({ timeout: 200 }, (b: Buffer) => b.length, mib);
+    // The timeout counts while the call waits: it fires long before the busy call ends.
+    const first = await Promise.race([
+      timed.then(
+        () => 'answered',
+        (error: unknown) => (error instanceof TimeoutError ? 'timed out' : String(error)),
+      ),
+      busy.then(() => 'busy call ended'),
+    ]);
+    assert.equal(first, 'timed out');
+    const controller = new AbortController();
+    const aborted = child.callWith({ signal: controller.signal }, (b: Buffer) => b.length, mib);
+    controller.abort(new Error('no longer needed'));
+    await assert.rejects(aborted, /no longer needed/);
+    await busy;
+    await Promise.all(filling);
+  });
+
   test('many large calls to a busy context wait in the master, unencoded, not in its stream', async () => {
     const busy = child.call(() => {
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1500);

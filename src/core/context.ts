@@ -1,7 +1,13 @@
 import { dirname, join } from 'node:path';
 import { encodePrepared, prepareValue } from './codec.js';
 import { toPathOrSpecifier } from './dispatcher.js';
-import { CapturedVariableError, ChannelError, ContextDisconnectedError, MessageTooLargeError } from './errors.js';
+import {
+  CapturedVariableError,
+  ChannelError,
+  ContextDisconnectedError,
+  MessageTooLargeError,
+  TimeoutError,
+} from './errors.js';
 import { Message } from './message.js';
 import { abortSignal, location, milliseconds, optionsObject } from './options.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
@@ -126,6 +132,8 @@ export class Context {
    * `call` with per-call options: a timeout in milliseconds and an
    * `AbortSignal`. Besides the errors of `call`, rejects with `TimeoutError`
    * when the timeout passes and with the signal's reason when it aborts.
+   * Both count from this call, including any time it waits, unsent, for a
+   * backed-up stream toward the context (docs/streams.md).
    */
   callWith<F extends AnyFunction>(
     options: CallOptions,
@@ -205,27 +213,34 @@ export class Context {
 
   /**
    * Sends a checked call and resolves with its result. While the stream
-   * toward the context has more than its high-water mark queued (the
-   * context or a hop is slow), the call waits here, not yet encoded: many
-   * calls with large arguments cost what their arguments do, not that
-   * again in buffers.
+   * toward the context has more than its high-water mark queued, or a
+   * context on the way holds calls to it (ROUTE_PRESSURE), the call waits
+   * here, not yet encoded: many calls with large arguments cost what their
+   * arguments do, not that again in buffers. Its timeout and signal count
+   * from the call, waiting included.
    */
   private async send(call: CallPayload, references: object[], options: CallOptions, what: string): Promise<unknown> {
+    let timeout = options.timeout;
     let congested = this.router.whenWritable(this.id);
     if (congested) {
+      const started = Date.now();
+      const interruption = this.interruption(options, what);
       // A waiting call keeps the process alive, as one in flight does.
       this.router.hold();
       try {
         while (congested) {
-          await congested;
+          await Promise.race([congested, interruption.promise]);
+          // Checked again right before sending: calls woken together go one at a time.
           congested = this.router.whenWritable(this.id);
         }
       } finally {
+        interruption.dispose();
         this.router.release();
       }
+      if (timeout !== undefined) timeout = Math.max(0, timeout - (Date.now() - started));
     }
     const pending = this.router.request(this.id, CALL_FUNCTION_SPEC.handle, encodePrepared(call), {
-      timeout: options.timeout,
+      timeout,
       signal: options.signal,
       what,
     });
@@ -241,6 +256,35 @@ export class Context {
       throw error;
     }
     return openReply(this.router, this.id, CALL_FUNCTION_SPEC, reply);
+  }
+
+  /**
+   * A promise that rejects when the call's timeout passes (`TimeoutError`)
+   * or its signal aborts (with the signal's reason), for a call that waits
+   * before it is sent; `dispose()` stops both.
+   */
+  private interruption(options: CallOptions, what: string): { promise: Promise<never>; dispose: () => void } {
+    const { timeout, signal } = options;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let onAbort: (() => void) | undefined;
+    const promise = new Promise<never>((_resolve, reject) => {
+      if (timeout !== undefined) {
+        timer = setTimeout(() => reject(new TimeoutError(what, this.name, timeout)), timeout);
+      }
+      if (signal) {
+        onAbort = () => reject(signal.reason);
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
+      }
+    });
+    promise.catch(() => {});
+    return {
+      promise,
+      dispose: () => {
+        if (timer) clearTimeout(timer);
+        if (onAbort) signal?.removeEventListener('abort', onAbort);
+      },
+    };
   }
 
   /** Tells the receivers of the Senders and Channels a call carries to wait for this context to close them. */
