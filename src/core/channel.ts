@@ -111,8 +111,11 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
   /**
    * Sends a value to the other end (see `Sender.send`); before the other end
    * has announced itself, once it has.
-   * @throws UnsupportedValueError, MessageTooLargeError synchronously, as `Sender.send`.
-   * @returns a promise rejecting with `ChannelError` when the other end is gone or this end closed.
+   * @throws UnsupportedValueError, MessageTooLargeError synchronously, as
+   *   `Sender.send`, once the other end is known (before, the value waits
+   *   unencoded and the promise rejects with them).
+   * @returns a promise that resolves when the value has left, and rejects
+   *   with `ChannelError` when the other end is gone or this end closed.
    */
   send(value: Out): Promise<void> {
     this.open();
