@@ -81,28 +81,17 @@ export async function benchLatency(table: Table): Promise<void> {
   const head = execFileSync('git', ['-C', here, 'rev-parse', '--short=12', 'HEAD'], { encoding: 'utf8' }).trim();
   const load = async (root: string): Promise<Tendril> =>
     (await import(pathToFileURL(join(root, 'dist', 'index.js')).href)) as Tendril;
-  const sides: Side[] = [
-    {
-      label: `old ${commit.slice(0, 12)}`,
-      tendril: await load(dir),
-      empty: [],
-      big: [],
-      roundEmpty: [],
-      roundBig: [],
-      blockEmpty: [],
-      blockBig: [],
-    },
-    {
-      label: `new ${head}`,
-      tendril: await load(here),
-      empty: [],
-      big: [],
-      roundEmpty: [],
-      roundBig: [],
-      blockEmpty: [],
-      blockBig: [],
-    },
-  ];
+  const side = (label: string, tendril: Tendril): Side => ({
+    label,
+    tendril,
+    empty: [],
+    big: [],
+    roundEmpty: [],
+    roundBig: [],
+    blockEmpty: [],
+    blockBig: [],
+  });
+  const sides: Side[] = [side(`old ${commit.slice(0, 12)}`, await load(dir)), side(`new ${head}`, await load(here))];
   if (sides[0]?.tendril.Router === sides[1]?.tendril.Router) throw new Error('both builds loaded as one module');
   const forget = atAbort(() => Promise.all(sides.map((side) => side.router?.shutdown())));
   try {

@@ -23,6 +23,7 @@ import {
   type Table,
   timeShell,
 } from './flow-shared.js';
+import { openSshArgs as sshInto } from './openssh.js';
 
 const VALUES = Number(process.env.FLOW_MIB ?? 256);
 const ROUNDS = Number(process.env.FLOW_ROUNDS ?? 5);
@@ -35,21 +36,9 @@ interface Contender {
   failed?: string;
 }
 
+/** OpenSSH into the test bed as the tendril ssh contexts log in, without compression (as the issue measures). */
 function openSshArgs(bed: Testbed): string[] {
-  return [
-    '-T',
-    '-o',
-    'BatchMode=yes',
-    '-o',
-    'Compression=no',
-    '-o',
-    `UserKnownHostsFile=${bed.knownHosts}`,
-    '-i',
-    bed.keyFile,
-    '-p',
-    String(bed.port),
-    `${bed.accounts.sudoer.name}@127.0.0.1`,
-  ];
+  return sshInto(bed, ['Compression=no']);
 }
 
 /** The cipher OpenSSH's client negotiates with the test bed, from `ssh -v`. */

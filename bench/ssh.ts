@@ -6,6 +6,7 @@
 import { spawn } from 'node:child_process';
 import { Router } from 'tendril';
 import { startTestbed } from '../test/support/testbed.js';
+import { openSshArgs } from './openssh.js';
 import { median, row } from './report.js';
 
 const RUNS = 10;
@@ -29,18 +30,7 @@ export async function benchSsh(): Promise<void> {
   const bed = await startTestbed();
   const router = new Router();
   try {
-    const sshArgs = [
-      '-T',
-      '-o',
-      'BatchMode=yes',
-      '-o',
-      `UserKnownHostsFile=${bed.knownHosts}`,
-      '-i',
-      bed.keyFile,
-      '-p',
-      String(bed.port),
-      `${bed.accounts.sudoer.name}@127.0.0.1`,
-    ];
+    const sshArgs = openSshArgs(bed);
     const login = {
       hostname: '127.0.0.1',
       port: bed.port,

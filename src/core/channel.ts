@@ -3,6 +3,7 @@ import { ChannelError, type TendrilError } from './errors.js';
 import { Message } from './message.js';
 import { Receiver } from './receiver.js';
 import { type Router, type RouterLike, switchOf } from './router.js';
+import { handled, rejected } from './send-window.js';
 import { CALL_SETTLED, type LeaseHolder, LOCAL_RECEIVER, Sender } from './sender.js';
 import { type HighWaterMark, highWaterMark } from './window.js';
 
@@ -119,23 +120,13 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
    */
   send(value: Out): Promise<void> {
     this.open();
-    if (this.peer && this.waiting.length === 0) {
-      if (this.closing)
-        return rejected(
-          new ChannelError(
-            this.router.nameOf(this.peer.contextId),
-            this.peer.contextId,
-            'the channel was closed before this send',
-          ),
-        );
-      return this.peer.send(value);
-    }
     if (this.failure) return rejected(this.failure);
-    if (this.closing)
-      return rejected(new ChannelError(this.router.name, this.router.id, 'the channel was closed before this send'));
-    const promise = new Promise<void>((resolve, reject) => this.waiting.push({ value, resolve, reject }));
-    promise.catch(() => {});
-    return promise;
+    if (this.closing) {
+      const to = this.peer?.contextId ?? this.router.id;
+      return rejected(new ChannelError(this.router.nameOf(to), to, 'the channel was closed before this send'));
+    }
+    if (this.peer && this.waiting.length === 0) return this.peer.send(value);
+    return handled(new Promise<void>((resolve, reject) => this.waiting.push({ value, resolve, reject })));
   }
 
   /**
@@ -252,11 +243,5 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
 
 /** Marks the constructor call made by `fromReference`. */
 const OTHER_END: ChannelOptions = {};
-
-function rejected(error: Error): Promise<void> {
-  const promise = Promise.reject(error);
-  promise.catch(() => {});
-  return promise;
-}
 
 setChannelFactory((router, reference, authority) => Channel.fromReference(router as Router, reference, authority));

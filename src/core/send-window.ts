@@ -61,17 +61,15 @@ export class SendWindow {
    * handled, so a caller that does not await it cannot crash the process.
    */
   send(data: Uint8Array): Promise<void> {
-    if (this.failure) return handled(Promise.reject(this.failure));
+    if (this.failure) return rejected(this.failure);
     if (this.closing) {
-      return handled(
-        Promise.reject(
-          new ChannelError(this.router.nameOf(this.dst), this.dst, 'the sender was closed before this send'),
-        ),
+      return rejected(
+        new ChannelError(this.router.nameOf(this.dst), this.dst, 'the sender was closed before this send'),
       );
     }
     if (this.pending.length === 0 && fits(this.window, this.messages, this.bytes, data.length)) {
       this.transmit(data);
-      return this.failure ? handled(Promise.reject(this.failure)) : RESOLVED;
+      return this.failure ? rejected(this.failure) : RESOLVED;
     }
     const promise = new Promise<void>((resolve, reject) => this.pending.push({ data, resolve, reject }));
     this.hold(true);
@@ -177,7 +175,13 @@ function isCount(value: unknown): boolean {
   return typeof value === 'number' && Number.isInteger(value) && value >= 0;
 }
 
-function handled<T>(promise: Promise<T>): Promise<T> {
+/** `promise`, marked handled: a caller that does not await it cannot crash the process. */
+export function handled<T>(promise: Promise<T>): Promise<T> {
   promise.catch(() => {});
   return promise;
+}
+
+/** A promise rejected with `error`, marked handled. */
+export function rejected(error: Error): Promise<never> {
+  return handled(Promise.reject(error));
 }
