@@ -103,6 +103,20 @@ if (connection.includes('tendril.routerSwitch') || connection.includes('tendril.
 }
 writeFileSync(join(out, 'connection.cjs'), connection);
 
+// Services (commands, files): shipped the same way, on a context's first use of them.
+const services = await bundle(
+  'src/services/remote.ts',
+  undefined,
+  [portableMsgpackr, childDebug, coreAsExternal],
+  'cjs',
+);
+if (services.includes('tendril.routerSwitch') || services.includes('tendril.errorBrands')) {
+  throw new Error(
+    'the services bundle contains core modules: import them from src/core so they resolve to tendril:core',
+  );
+}
+writeFileSync(join(out, 'services.cjs'), services);
+
 // The openssh method's SSH_ASKPASS helper ships with the built package.
 copyFileSync(join(root, 'bootstrap', 'askpass.sh'), join(out, 'askpass.sh'));
 chmodSync(join(out, 'askpass.sh'), 0o755);
@@ -112,8 +126,9 @@ const sizes = {
   core: Buffer.byteLength(coreSource),
   coreDeflated: deflated.length,
   connection: Buffer.byteLength(connection),
+  services: Buffer.byteLength(services),
 };
 writeFileSync(join(out, 'sizes.json'), `${JSON.stringify(sizes, null, 2)}\n`);
 console.log(
-  `bootstrap: first stage ${sizes.firstStage} B, core ${sizes.core} B (${sizes.coreDeflated} B deflated), connection ${sizes.connection} B`,
+  `bootstrap: first stage ${sizes.firstStage} B, core ${sizes.core} B (${sizes.coreDeflated} B deflated), connection ${sizes.connection} B, services ${sizes.services} B`,
 );

@@ -19,7 +19,7 @@ import { MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { serve } from './protocol/serve.js';
 import { SHUTDOWN_SPEC } from './protocol/shutdown.js';
 import { Router } from './router.js';
-import type { BootConfig, ConnectionModule, ReadyInfo, Runtime } from './runtime.js';
+import { type BootConfig, type ConnectionModule, type ReadyInfo, type Runtime, setContextRuntime } from './runtime.js';
 import { type BlockingIo, Stream } from './stream.js';
 
 /** File descriptor the first stage reads the stream from. */
@@ -104,6 +104,7 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
     moduleBase: config.moduleBase,
     onChildLog: (record) => forwardLog(router, record),
   };
+  setContextRuntime(runtime);
   new Dispatcher(router, importer, config.moduleBase, (error) => {
     process.stderr.write(
       `tendril: a function called with callNoReply failed: ${toRemoteErrorInfo(error).stack || error}\n`,

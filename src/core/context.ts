@@ -8,6 +8,7 @@ import {
   MessageTooLargeError,
   TimeoutError,
 } from './errors.js';
+import { SERVICES_MODULE_ID } from './importer.js';
 import { Message } from './message.js';
 import { abortSignal, location, milliseconds, optionsObject } from './options.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
@@ -30,6 +31,9 @@ export type RemoteModule<M> = {
     ? (...args: A) => Promise<Awaited<R>>
     : never;
 };
+
+/** Key of the method tendril's services (commands, files) call their remote half through. */
+export const CALL_SERVICE: unique symbol = Symbol('tendril.callService') as never;
 
 /** Per-call options for `Context.callWith`. */
 export interface CallOptions {
@@ -200,6 +204,25 @@ export class Context {
         },
       },
     ) as RemoteModule<M>;
+  }
+
+  /**
+   * Runs export `name` of tendril's services module (`tendril:services`,
+   * shipped on first use) in this context with `args`: how
+   * `context.exec()`, `copy()` and the other services reach their remote half.
+   * Senders and Channels among `args` are leased and closed as a call's are.
+   * @param what how errors name the call, e.g. `'exec ls'`.
+   */
+  [CALL_SERVICE](name: string, args: unknown[], options: CallOptions, what: string): Promise<unknown> {
+    const references: object[] = [];
+    let call: CallPayload;
+    try {
+      checkCallOptions(options, what);
+      call = { m: SERVICES_MODULE_ID, e: name, a: prepareValue(args, 'args', references) as unknown[] };
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.send(call, references, options, what);
   }
 
   /**
@@ -376,6 +399,11 @@ export class Context {
   toString(): string {
     return `Context(${this.id}, ${this.name})`;
   }
+}
+
+/** The message switch a context handle sends through: for tendril's services, which open Receivers and Channels beside their calls. */
+export function routerOf(context: Context): Router {
+  return (context as unknown as { router: Router }).router;
 }
 
 /**

@@ -31,6 +31,8 @@ import type { Stream } from './stream.js';
 export const CORE_MODULE_ID = 'tendril:core';
 /** Module forwarding's name for tendril's connection layer. */
 export const CONNECTION_MODULE_ID = 'tendril:connection';
+/** Module forwarding's name for tendril's services (commands, files), loaded in a context on its first use. */
+export const SERVICES_MODULE_ID = 'tendril:services';
 /** How long a synchronous `require()` waits for its module, in ms. */
 export const SYNC_FETCH_TIMEOUT = 30_000;
 

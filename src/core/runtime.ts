@@ -34,6 +34,23 @@ export interface Runtime {
   readonly onChildLog: (record: LogRecord) => void;
 }
 
+let current: Runtime | undefined;
+
+/** Records the runtime of the context this process is, once, as it starts. */
+export function setContextRuntime(runtime: Runtime): void {
+  current = runtime;
+}
+
+/**
+ * The runtime of the context this process is, for tendril's modules loaded
+ * after the core (its services): its router, broker and ID source.
+ * @throws Error in a process that is not a tendril child context.
+ */
+export function contextRuntime(): Runtime {
+  if (!current) throw new Error('not running in a tendril context: tendril:services is loaded by child contexts only');
+  return current;
+}
+
 /** BOOT's request and the ready info of BOOT and CONNECT (defined with BOOT). */
 export type { BootConfig, ReadyInfo } from './protocol/boot.js';
 /** CONNECT's request (defined with CONNECT). */

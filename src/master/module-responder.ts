@@ -4,7 +4,7 @@ import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, resolve as resolvePath, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CALL_FILE } from '../core/dispatcher.js';
-import { CONNECTION_MODULE_ID, CORE_MODULE_ID } from '../core/importer.js';
+import { CONNECTION_MODULE_ID, CORE_MODULE_ID, SERVICES_MODULE_ID } from '../core/importer.js';
 import { logger } from '../core/log.js';
 import type { Message } from '../core/message.js';
 import {
@@ -82,6 +82,7 @@ export class ModuleResponder {
   private readonly records = new Map<string, Promise<FileRecord>>();
   private readonly graph: ModuleGraph;
   private readonly connectionPath: string;
+  private readonly servicesPath: string;
   private readonly counters = { requests: 0, filesSent: 0, bytesSent: 0, refused: 0, busy: 0 };
   private readonly byContext = new Map<number, { requests: number; filesSent: number; bytesSent: number }>();
   /** Requests in flight per child stream (a child speaks for its whole subtree, whatever IDs it uses). */
@@ -96,6 +97,7 @@ export class ModuleResponder {
     private readonly onRefusal: RefusalListener,
   ) {
     this.connectionPath = realpathSync(assetPath('connection.cjs'));
+    this.servicesPath = realpathSync(assetPath('services.cjs'));
     this.trust(fileURLToPath(new URL('../', import.meta.url)));
     this.graph = new ModuleGraph(
       builtinModules,
@@ -199,6 +201,7 @@ export class ModuleResponder {
   private preset(spec: string): Target | undefined {
     if (spec === CORE_MODULE_ID || spec === 'tendril') return { core: true };
     if (spec === CONNECTION_MODULE_ID) return { path: this.connectionPath };
+    if (spec === SERVICES_MODULE_ID) return { path: this.servicesPath };
     return undefined;
   }
 

@@ -1,0 +1,2 @@
+// The remote half of context.exec() and context.$ (see ../commands/).
+export {};

@@ -1,0 +1,2 @@
+// The remote half of context.copy(), fetch() and the file streams.
+export {};
