@@ -87,35 +87,21 @@ const coreSource = `(function(require){${core};return __tendril})`;
 const deflated = deflateRawSync(Buffer.from(coreSource), { level: 9 });
 writeFileSync(join(out, 'core.deflate'), deflated);
 
-// Connection layer: a CommonJS module, shipped to children by module forwarding
-// like any other; it requires the running core as `tendril:core`.
-const connection = await bundle(
-  'src/connection/index.ts',
-  undefined,
-  [portableMsgpackr, childDebug, coreAsExternal],
-  'cjs',
-);
-// A second copy of core code in it would split classes and tables in two.
-if (connection.includes('tendril.routerSwitch') || connection.includes('tendril.errorBrands')) {
-  throw new Error(
-    'the connection bundle contains core modules: import them from src/core so they resolve to tendril:core',
-  );
+// Modules loaded into a child after the core: CommonJS, shipped to children by
+// module forwarding like any other, requiring the running core as `tendril:core`.
+async function layer(entry, file) {
+  const source = await bundle(entry, undefined, [portableMsgpackr, childDebug, coreAsExternal], 'cjs');
+  // A second copy of core code in it would split classes and tables in two.
+  if (source.includes('tendril.routerSwitch') || source.includes('tendril.errorBrands')) {
+    throw new Error(`${file} contains core modules: import them from src/core so they resolve to tendril:core`);
+  }
+  writeFileSync(join(out, file), source);
+  return source;
 }
-writeFileSync(join(out, 'connection.cjs'), connection);
 
-// Services (commands, files): shipped the same way, on a context's first use of them.
-const services = await bundle(
-  'src/services/remote.ts',
-  undefined,
-  [portableMsgpackr, childDebug, coreAsExternal],
-  'cjs',
-);
-if (services.includes('tendril.routerSwitch') || services.includes('tendril.errorBrands')) {
-  throw new Error(
-    'the services bundle contains core modules: import them from src/core so they resolve to tendril:core',
-  );
-}
-writeFileSync(join(out, 'services.cjs'), services);
+// The connection layer, for contexts that start children; the services (commands, files), on first use.
+const connection = await layer('src/connection/index.ts', 'connection.cjs');
+const services = await layer('src/services/remote.ts', 'services.cjs');
 
 // The openssh method's SSH_ASKPASS helper ships with the built package.
 copyFileSync(join(root, 'bootstrap', 'askpass.sh'), join(out, 'askpass.sh'));
