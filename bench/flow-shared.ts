@@ -1,5 +1,6 @@
-// What the flow-control benchmarks (bench/flow.ts) share: the producer
-// shipped to contexts, RSS readers, timing helpers and the result table.
+// What the flow-control and file-transfer benchmarks (bench/flow.ts,
+// bench/files.ts) share: the producer shipped to contexts, RSS readers,
+// timing helpers, the result table and the runner of named parts.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { Context, Receiver, Router, Sender } from 'tendril';
@@ -68,7 +69,7 @@ export const micros = (ms: number): string => `${(ms * 1000).toFixed(1)} µs`;
 
 /** Progress on stderr, so stdout carries only the table. */
 export function progress(text: string): void {
-  process.stderr.write(`[flow ${new Date().toISOString().slice(11, 19)}] ${text}\n`);
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${text}\n`);
 }
 
 /** Runs a shell command line and resolves with its wall time in milliseconds; rejects when it fails. */
@@ -191,4 +192,41 @@ export class Table {
       else row(line.label, line.value, line.note);
     }
   }
+}
+
+/**
+ * Runs the parts named on the command line (all when none is), each adding
+ * to one table printed at the end; a part that throws is reported in the
+ * table and makes the exit code 1. SIGINT and SIGTERM run the `atAbort`
+ * cleanups, so no sshd or context outlives an interrupted run.
+ */
+export async function runParts(title: string, parts: Record<string, (table: Table) => Promise<void>>): Promise<void> {
+  const picked = process.argv.slice(2);
+  for (const name of picked) {
+    if (!(name in parts)) {
+      console.error(`unknown part ${name}; the parts are: ${Object.keys(parts).join(', ')}`);
+      process.exit(2);
+    }
+  }
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      console.error(`${title} bench: ${signal}: shutting down contexts and the test bed`);
+      void abort().finally(() => process.exit(130));
+    });
+  }
+  const table = new Table();
+  let failed = false;
+  for (const [name, part] of Object.entries(parts)) {
+    if (picked.length > 0 && !picked.includes(name)) continue;
+    try {
+      await part(table);
+    } catch (error) {
+      failed = true;
+      table.heading(`${name}: FAILED`);
+      table.add(name, 'failed', (error as Error).stack ?? String(error));
+    }
+  }
+  console.log(`tendril ${title} bench on node ${process.version}, ${new Date().toISOString()}`);
+  table.print();
+  if (failed) process.exitCode = 1;
 }

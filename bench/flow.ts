@@ -11,7 +11,7 @@
 import { benchLatency } from './flow-compare.js';
 import { benchFairness } from './flow-fairness.js';
 import { benchMemory } from './flow-memory.js';
-import { abort, Table } from './flow-shared.js';
+import { runParts, type Table } from './flow-shared.js';
 import { benchThroughput } from './flow-throughput.js';
 
 const PARTS: Record<string, (table: Table) => Promise<void>> = {
@@ -21,31 +21,4 @@ const PARTS: Record<string, (table: Table) => Promise<void>> = {
   fairness: benchFairness,
 };
 
-const picked = process.argv.slice(2);
-for (const name of picked) {
-  if (!(name in PARTS)) {
-    console.error(`unknown part ${name}; the parts are: ${Object.keys(PARTS).join(', ')}`);
-    process.exit(2);
-  }
-}
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    console.error(`flow: ${signal}: shutting down contexts and the test bed`);
-    void abort().finally(() => process.exit(130));
-  });
-}
-const table = new Table();
-const failures: string[] = [];
-for (const [name, part] of Object.entries(PARTS)) {
-  if (picked.length > 0 && !picked.includes(name)) continue;
-  try {
-    await part(table);
-  } catch (error) {
-    failures.push(name);
-    table.heading(`${name}: FAILED`);
-    table.add(name, 'failed', (error as Error).stack ?? String(error));
-  }
-}
-console.log(`tendril flow-control bench on node ${process.version}, ${new Date().toISOString()}`);
-table.print();
-if (failures.length > 0) process.exitCode = 1;
+await runParts('flow-control', PARTS);
