@@ -33,7 +33,8 @@ export interface SenderOptions {
    * not this one or an ancestor) keeps that context's authority, so a child
    * cannot borrow its parent's by having the parent send for it; from this
    * context or an ancestor it takes this context's own ID, as the router
-   * could not prove an ancestor's authority on the wire. Default: this
+   * could not prove an ancestor's authority on the wire, and so does a
+   * Sender aimed back at the context it came from. Default: this
    * context's own ID.
    */
   authority?: number | undefined;
