@@ -33,7 +33,8 @@ export interface SenderOptions {
    * not this one or an ancestor) keeps that context's authority, so a child
    * cannot borrow its parent's by having the parent send for it; from this
    * context or an ancestor it takes this context's own ID, as the router
-   * could not prove an ancestor's authority on the wire. Default: this
+   * could not prove an ancestor's authority on the wire, and so does a
+   * Sender aimed back at the context it came from. Default: this
    * context's own ID.
    */
   authority?: number | undefined;
@@ -103,8 +104,16 @@ export class Sender<T = unknown> {
     this.contextId = contextId;
     this.handle = handle;
     const { authority } = options;
+    // A Sender aimed back at the context it came from borrows nothing by
+    // acting as this one, and must: a descendant's authority on a message
+    // going down to it is refused by the contexts in between.
     this.authority =
-      authority === undefined || authority === core.id || core.parentIds.indexOf(authority) >= 0 ? core.id : authority;
+      authority === undefined ||
+      authority === core.id ||
+      authority === contextId ||
+      core.parentIds.indexOf(authority) >= 0
+        ? core.id
+        : authority;
     this.highWaterMark =
       options.highWaterMark === undefined ? DEFAULT_HIGH_WATER_MARK : highWaterMark(options.highWaterMark, 'Sender');
   }

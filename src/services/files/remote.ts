@@ -1,2 +1,56 @@
-// The remote half of context.copy(), fetch() and the file streams.
-export {};
+/**
+ * The remote half of `context.copy()`, `fetch()`, the file streams and
+ * `router.copy()`: loaded in a child as part of `tendril:services`, and
+ * called by the master through `Context[CALL_SERVICE]` with a Channel end.
+ */
+import type { Channel } from '../../core/channel.js';
+import { contextRuntime } from '../../core/runtime.js';
+import { type Outcome, type TargetRef, teeToChildren } from './fan-out.js';
+import { receiveInto, type SinkOptions, sendPath, type TransferCounts, type Value } from './protocol.js';
+
+/** Options the master passes to a receiving side (see `SinkOptions`). */
+export interface RemoteSinkOptions {
+  owner?: boolean;
+  mode?: number;
+}
+
+function sinkOptions(options: RemoteSinkOptions | undefined): SinkOptions {
+  const owner = options?.owner === true;
+  const mode = options?.mode;
+  return typeof mode === 'number' && Number.isInteger(mode) && mode >= 0 && mode <= 0o7777
+    ? { owner, mode }
+    : { owner };
+}
+
+/** Receives a transfer on `channel` and writes it at `target` in this context. */
+export function filesReceive(
+  channel: Channel<unknown, Value>,
+  target: string,
+  options?: RemoteSinkOptions,
+): Promise<TransferCounts> {
+  const { router } = contextRuntime();
+  return receiveInto(channel[Symbol.asyncIterator](), String(target), router.name, sinkOptions(options));
+}
+
+/** Sends the file, tree or symlink at `source` in this context on `channel`. */
+export function filesSend(
+  channel: Channel<Value, unknown>,
+  source: string,
+  options?: { owner?: boolean },
+): Promise<void> {
+  const { router } = contextRuntime();
+  return sendPath(String(source), channel, router.name, { owner: options?.owner === true });
+}
+
+/** Receives a transfer on `channel` and copies it to each of this context's children in `targets`. */
+export function filesFanOut(
+  channel: Channel<unknown, unknown>,
+  targets: TargetRef[],
+  target: string,
+  options?: RemoteSinkOptions,
+): Promise<Outcome[]> {
+  const { router } = contextRuntime();
+  if (!Array.isArray(targets) || targets.length > 10_000) throw new TypeError('targets must be a list of contexts');
+  const refs = targets.map((t) => ({ id: Number(t?.id), name: String(t?.name) }));
+  return teeToChildren(router, channel, refs, String(target), sinkOptions(options));
+}

@@ -1,0 +1,112 @@
+/**
+ * File transfer: `context.copy()`, `context.fetch()`, file streams, and
+ * `router.copy()` to many contexts at once. See docs/files.md.
+ */
+import type { Readable } from 'node:stream';
+import { Context } from '../../core/context.js';
+import { ROUTER_SWITCH } from '../../core/router.js';
+import { Router } from '../../master/router.js';
+import { createReadStream, createWriteStream, type FileWriteStream, type WriteStreamOptions } from './streams.js';
+import { type CopyOutcome, copy, copyToMany, fetch, type TransferOptions, type TransferResult } from './transfer.js';
+
+export { FileTransferError } from './errors.js';
+export type { TransferProgress } from './progress.js';
+export type { FileWriteStream, WriteStreamOptions } from './streams.js';
+export type { CopyOutcome, TransferOptions, TransferResult } from './transfer.js';
+
+declare module '../../core/context.js' {
+  interface Context {
+    /**
+     * Copies a file, a directory tree or a symlink from the master to this
+     * context, streamed in chunks under flow control and verified (size and
+     * SHA-256 of the bytes written against those read). Modes and mtimes
+     * are kept; symlinks are copied as links, never followed. Each file is
+     * written to a temporary name beside its real one and renamed, so a
+     * failed or stopped transfer never leaves a half file under the real
+     * name.
+     *
+     * Where it goes: a file (or link) is written at `remotePath`, or inside
+     * it under its own name when `remotePath` is an existing directory or
+     * ends with `/`. A directory's contents go into `remotePath`, created
+     * if missing and merged into if it exists (files there are replaced,
+     * others kept): copying `a/` to `b` twice gives the same `b`, unlike
+     * `cp -r`.
+     *
+     * ```ts
+     * const result = await context.copy('dist/app.tar.gz', '/srv/app/app.tar.gz', { onProgress: console.log });
+     * console.log(result.sha256);
+     * ```
+     * @param localPath the file, directory or symlink on the master.
+     * @param remotePath where it goes in this context (see above).
+     * @param options `preserve` (owner and group, when writing as root), `mode`, `onProgress`, `signal`.
+     * @throws FileTransferError naming the context and the path, with `code`
+     *   `'ENOENT'`, `'EACCES'`, `'ENOSPC'`... or `'ERR_TENDRIL_HASH_MISMATCH'`.
+     * @throws InvalidOptionError for a bad option; the signal's reason when it aborts.
+     */
+    copy(localPath: string, remotePath: string, options?: TransferOptions): Promise<TransferResult>;
+    /**
+     * Copies a file, a directory tree or a symlink from this context to the
+     * master: `copy` the other way, with the same checks, placement and
+     * temporary names. What the context sends is checked as untrusted:
+     * paths must be relative and stay in the target tree (no `..`, no
+     * absolute path, nothing written through a symlink), names and counts
+     * are bounded.
+     * @param remotePath the file, directory or symlink in this context.
+     * @param localPath where it goes on the master.
+     * @throws as `copy`.
+     */
+    fetch(remotePath: string, localPath: string, options?: TransferOptions): Promise<TransferResult>;
+    /**
+     * A Node Readable of a file in this context, in chunks, under flow
+     * control: a paused reader pauses the reading there. It checks size
+     * and SHA-256 at the end and emits a `FileTransferError` when they
+     * differ (or the file cannot be read).
+     * @param path a regular file in this context.
+     */
+    createReadStream(path: string): Readable;
+    /**
+     * A Node Writable to a file in this context. The file appears under
+     * `path` only once `end()` has finished (written to a temporary name,
+     * verified, renamed); `destroy()` or a failure leaves nothing. Its
+     * `result` gives the bytes and SHA-256 written once it has finished.
+     * @param path the file to write (replaced if it exists).
+     * @param options `mode` (default `0o644`).
+     */
+    createWriteStream(path: string, options?: WriteStreamOptions): FileWriteStream;
+  }
+}
+
+declare module '../../master/router.js' {
+  interface Router {
+    /**
+     * Copies one file (or tree) from the master to many contexts, reading
+     * it once. Targets are grouped by the context that started them: the
+     * master's own children each get a stream, and all the children of
+     * another context get one stream to it, which it tees to them, so that
+     * hop and those above it carry the data once. The slowest target paces
+     * the others (flow control); one failing does not stop the rest.
+     * @param contexts the targets.
+     * @returns one outcome per target, in order, like `Promise.allSettled`,
+     *   each with its context; a failure is a `FileTransferError` naming
+     *   its context.
+     * @throws InvalidOptionError for a bad argument.
+     */
+    copy(localPath: string, remotePath: string, contexts: Context[], options?: TransferOptions): Promise<CopyOutcome[]>;
+  }
+}
+
+Context.prototype.copy = function (this: Context, localPath, remotePath, options) {
+  return copy(this, localPath, remotePath, options);
+};
+Context.prototype.fetch = function (this: Context, remotePath, localPath, options) {
+  return fetch(this, remotePath, localPath, options);
+};
+Context.prototype.createReadStream = function (this: Context, path) {
+  return createReadStream(this, path);
+};
+Context.prototype.createWriteStream = function (this: Context, path, options) {
+  return createWriteStream(this, path, options);
+};
+Router.prototype.copy = function (this: Router, localPath, remotePath, contexts, options) {
+  return copyToMany(this[ROUTER_SWITCH], localPath, remotePath, contexts, options);
+};

@@ -1,0 +1,536 @@
+// context.copy / fetch, file streams and router.copy, on real contexts:
+// local, a Node 12 child, ssh, sudo through ssh; and the receiving side
+// fed by hand, as an untrusted child could.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  createReadStream as localReadStream,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { after, before, describe, test } from 'node:test';
+import { Channel, type Context, FileTransferError, Router, type SshOptions, type TransferProgress } from 'tendril';
+import { CALL_SERVICE } from '#dist/core/context.js';
+import { receiveInto } from '#dist/services/files/protocol.js';
+import { switchOf } from './support/internals.js';
+import { nodeBinary } from './support/nodes.js';
+import { startTestbed, type Testbed } from './support/testbed.js';
+
+const MiB = 1024 * 1024;
+
+function sha256(path: string): string {
+  return createHash('sha256').update(readFileSync(path)).digest('hex');
+}
+
+/** Writes `size` random bytes (in 1 MiB pieces) at `path`. */
+function randomFile(path: string, size: number): void {
+  writeFileSync(path, '');
+  for (let written = 0; written < size; written += MiB) {
+    writeFileSync(path, randomBytes(Math.min(MiB, size - written)), { flag: 'a' });
+  }
+}
+
+/** Names in `dir` that look like a transfer's temporary files. */
+function temps(dir: string): string[] {
+  return readdirSync(dir).filter((name) => name.endsWith('.tendril-tmp'));
+}
+
+/** A small tree: files with modes and mtimes, a nested directory, a relative and an absolute symlink. */
+function makeTree(root: string): void {
+  mkdirSync(join(root, 'sub', 'deeper'), { recursive: true });
+  writeFileSync(join(root, 'a.txt'), 'alpha\n');
+  writeFileSync(join(root, 'sub', 'b.bin'), randomBytes(3 * MiB + 17));
+  writeFileSync(join(root, 'sub', 'deeper', 'empty'), '');
+  chmodSync(join(root, 'sub', 'b.bin'), 0o640);
+  chmodSync(join(root, 'sub'), 0o750);
+  symlinkSync('a.txt', join(root, 'link'));
+  symlinkSync('/etc', join(root, 'outside'));
+  utimesSync(join(root, 'a.txt'), new Date('2020-01-02T03:04:05Z'), new Date('2020-01-02T03:04:05Z'));
+  utimesSync(join(root, 'sub'), new Date('2019-05-06T07:08:09Z'), new Date('2019-05-06T07:08:09Z'));
+}
+
+/** Asserts `copy` is a faithful copy of the tree made by makeTree. */
+function assertSameTree(copy: string): void {
+  assert.equal(readFileSync(join(copy, 'a.txt'), 'utf8'), 'alpha\n');
+  assert.equal(statSync(join(copy, 'a.txt')).mtime.toISOString(), '2020-01-02T03:04:05.000Z');
+  assert.equal(statSync(join(copy, 'sub')).mtime.toISOString(), '2019-05-06T07:08:09.000Z');
+  assert.equal(statSync(join(copy, 'sub')).mode & 0o777, 0o750);
+  assert.equal(statSync(join(copy, 'sub', 'b.bin')).mode & 0o777, 0o640);
+  assert.equal(statSync(join(copy, 'sub', 'b.bin')).size, 3 * MiB + 17);
+  assert.equal(statSync(join(copy, 'sub', 'deeper', 'empty')).size, 0);
+  assert.ok(lstatSync(join(copy, 'link')).isSymbolicLink());
+  assert.equal(readlinkSync(join(copy, 'link')), 'a.txt');
+  assert.ok(
+    lstatSync(join(copy, 'outside')).isSymbolicLink(),
+    'a link out of the tree is copied as a link, not followed',
+  );
+  assert.equal(readlinkSync(join(copy, 'outside')), '/etc');
+}
+
+describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
+  let router: Router;
+  let child: Context;
+  let scratch: string;
+
+  before(async () => {
+    router = new Router();
+    child = await router.local({ name: 'files-worker' });
+    scratch = mkdtempSync(join(tmpdir(), 'tendril-files-'));
+    chmodSync(scratch, 0o755);
+  });
+  after(async () => {
+    await router.shutdown();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  test('a file goes there and back whole: size, SHA-256, mode and mtime kept; into a directory under its name', async () => {
+    const source = join(scratch, 'one.bin');
+    randomFile(source, 5 * MiB + 3);
+    chmodSync(source, 0o604);
+    utimesSync(source, new Date('2021-03-04T05:06:07Z'), new Date('2021-03-04T05:06:07Z'));
+    const copied = await child.copy(source, join(scratch, 'one.copy'));
+    assert.equal(copied.files, 1);
+    assert.equal(copied.bytes, 5 * MiB + 3);
+    assert.equal(copied.sha256, sha256(source));
+    assert.ok(copied.durationMs >= 0);
+    assert.equal(statSync(join(scratch, 'one.copy')).mode & 0o777, 0o604);
+    assert.equal(statSync(join(scratch, 'one.copy')).mtime.toISOString(), '2021-03-04T05:06:07.000Z');
+    const fetched = await child.fetch(join(scratch, 'one.copy'), join(scratch, 'one.back'), { mode: 0o600 });
+    assert.equal(fetched.sha256, sha256(source));
+    assert.equal(statSync(join(scratch, 'one.back')).mode & 0o777, 0o600);
+    mkdirSync(join(scratch, 'into'));
+    await child.copy(source, join(scratch, 'into'));
+    assert.equal(sha256(join(scratch, 'into', 'one.bin')), sha256(source));
+    assert.deepEqual(temps(scratch), []);
+  });
+
+  test('a tree goes there and back: modes, mtimes, symlinks as links (never followed); a second copy merges', async () => {
+    const tree = join(scratch, 'tree');
+    makeTree(tree);
+    const grandchild = await router.local({ name: 'files-grandchild', via: child });
+    const copied = await grandchild.copy(tree, join(scratch, 'tree.copy'));
+    assert.deepEqual(
+      { files: copied.files, directories: copied.directories, links: copied.links, bytes: copied.bytes },
+      { files: 3, directories: 3, links: 2, bytes: 6 + 3 * MiB + 17 },
+    );
+    assert.equal(copied.sha256, undefined);
+    assertSameTree(join(scratch, 'tree.copy'));
+    writeFileSync(join(scratch, 'tree.copy', 'kept'), 'mine');
+    await grandchild.copy(tree, join(scratch, 'tree.copy'));
+    assert.equal(readFileSync(join(scratch, 'tree.copy', 'kept'), 'utf8'), 'mine', 'merged into, not replaced');
+    await grandchild.fetch(join(scratch, 'tree.copy'), join(scratch, 'tree.back'));
+    assertSameTree(join(scratch, 'tree.back'));
+  });
+
+  test('onProgress reports bytes, total and rate, the last time with everything', async () => {
+    const source = join(scratch, 'progress.bin');
+    randomFile(source, 24 * MiB);
+    const reports: TransferProgress[] = [];
+    await child.copy(source, join(scratch, 'progress.copy'), { onProgress: (p) => reports.push(p) });
+    const last = reports.at(-1) as TransferProgress;
+    assert.deepEqual([last.bytes, last.total], [24 * MiB, 24 * MiB]);
+    assert.ok(last.rate > 0);
+    for (let i = 1; i < reports.length; i++)
+      assert.ok((reports[i] as TransferProgress).bytes >= (reports[i - 1] as TransferProgress).bytes);
+    const fetched: TransferProgress[] = [];
+    await child.fetch(source, join(scratch, 'progress.back'), { onProgress: (p) => fetched.push(p) });
+    assert.deepEqual([fetched.at(-1)?.bytes, fetched.at(-1)?.total], [24 * MiB, 24 * MiB]);
+  });
+
+  test('streams: a Writable whose file appears only on end(), destroy() leaves nothing; a Readable under backpressure', async () => {
+    const target = join(scratch, 'streamed.txt');
+    const writable = child.createWriteStream(target, { mode: 0o640 });
+    writable.write('hello ');
+    await new Promise<void>((resolve) => writable.write(Buffer.from('world'), () => resolve()));
+    assert.equal(existsSync(target), false, 'not under its name before end()');
+    await new Promise<void>((resolve, reject) => writable.end(() => resolve()).on('error', reject));
+    assert.equal(readFileSync(target, 'utf8'), 'hello world');
+    assert.equal(statSync(target).mode & 0o777, 0o640);
+    assert.equal(writable.result?.sha256, createHash('sha256').update('hello world').digest('hex'));
+
+    const abandoned = join(scratch, 'abandoned.txt');
+    const broken = child.createWriteStream(abandoned);
+    await new Promise<void>((resolve) => broken.write('partial', () => resolve()));
+    await new Promise<void>((resolve) =>
+      broken
+        .on('error', () => undefined)
+        .on('close', resolve)
+        .destroy(new Error('changed my mind')),
+    );
+    assert.equal(existsSync(abandoned), false);
+    assert.deepEqual(temps(scratch), []);
+
+    const big = join(scratch, 'stream.bin');
+    randomFile(big, 20 * MiB);
+    const piped = join(scratch, 'stream.copy');
+    await pipeline(child.createReadStream(big), child.createWriteStream(piped));
+    assert.equal(sha256(piped), sha256(big));
+    // A reader that does not read holds the remote reader back: far less than the file is buffered here.
+    const paused = child.createReadStream(big);
+    await new Promise((resolve) => paused.once('readable', resolve));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.ok(paused.readableLength < 4 * MiB, `buffered ${paused.readableLength}`);
+    const hash = createHash('sha256');
+    await pipeline(
+      paused,
+      new Writable({
+        write(chunk, _e, callback) {
+          hash.update(chunk);
+          callback();
+        },
+      }),
+    );
+    assert.equal(hash.digest('hex'), sha256(big));
+    await assert.rejects(
+      pipeline(child.createReadStream(join(scratch, 'missing')), new Writable({ write: (_c, _e, cb) => cb() })),
+      (error: FileTransferError) => error instanceof FileTransferError && error.code === 'ENOENT',
+    );
+    await pipeline(Readable.from([Buffer.from('x')]), child.createWriteStream(join(scratch, 'x.txt')));
+    assert.equal(readFileSync(join(scratch, 'x.txt'), 'utf8'), 'x');
+  });
+
+  test('errors name the context and the path: ENOENT both ways, and a local source that is missing', async () => {
+    await assert.rejects(child.fetch('/nonexistent/tendril', join(scratch, 'nothing')), (error: FileTransferError) => {
+      assert.ok(error instanceof FileTransferError);
+      assert.equal(error.code, 'ENOENT');
+      assert.equal(error.contextName, 'files-worker');
+      assert.equal(error.path, '/nonexistent/tendril');
+      assert.match(error.message, /files-worker/);
+      return true;
+    });
+    await assert.rejects(child.copy(join(scratch, 'one.bin'), '/nonexistent/dir/file'), (error: FileTransferError) => {
+      assert.equal(error.code, 'ENOENT');
+      assert.equal(error.contextName, 'files-worker');
+      assert.equal(error.path, '/nonexistent/dir/file');
+      return true;
+    });
+    await assert.rejects(child.copy(join(scratch, 'not-here'), join(scratch, 'x')), (error: FileTransferError) => {
+      assert.equal(error.code, 'ENOENT');
+      assert.equal(error.contextName, 'master');
+      return true;
+    });
+    assert.equal(existsSync(join(scratch, 'nothing')), false);
+  });
+
+  test('ENOSPC on a full tmpfs: the copy fails, its temporary file is gone, a copy in flight beside it succeeds', async () => {
+    const mount = join(scratch, 'small');
+    mkdirSync(mount);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', mount]);
+    try {
+      const source = join(scratch, 'too-big.bin');
+      randomFile(source, 8 * MiB);
+      const [full, beside] = await Promise.allSettled([
+        child.copy(source, join(mount, 'too-big.bin')),
+        child.copy(source, join(scratch, 'beside.bin')),
+      ]);
+      assert.equal(full.status, 'rejected');
+      const error = (full as PromiseRejectedResult).reason as FileTransferError;
+      assert.ok(error instanceof FileTransferError, String(error));
+      assert.equal(error.code, 'ENOSPC');
+      assert.equal(error.path, join(mount, 'too-big.bin'));
+      assert.equal(error.contextName, 'files-worker');
+      assert.deepEqual(readdirSync(mount), []);
+      assert.equal(beside.status, 'fulfilled');
+      assert.equal(sha256(join(scratch, 'beside.bin')), sha256(source));
+    } finally {
+      execFileSync('umount', [mount]);
+    }
+  });
+
+  test('a hash mismatch is refused and leaves nothing', async () => {
+    const channel = new Channel(router);
+    const target = join(scratch, 'forged.txt');
+    const call = child[CALL_SERVICE]('filesReceive', [channel.otherEnd(), target, {}], {}, 'forged copy');
+    const data = Buffer.from('the bytes');
+    await channel.send({
+      t: 'begin',
+      kind: 'file',
+      name: 'forged.txt',
+      files: 1,
+      directories: 0,
+      links: 0,
+      bytes: data.length,
+    });
+    await channel.send({ t: 'f', p: '', s: data.length, m: 0o644, mt: Date.now() });
+    await channel.send(data);
+    await channel.send({ t: 'e', n: data.length, h: createHash('sha256').update('other bytes').digest('hex') });
+    await channel.send({ t: 'end' });
+    channel.close();
+    await assert.rejects(call, (error: FileTransferError) => {
+      assert.ok(error instanceof FileTransferError);
+      assert.equal(error.code, 'ERR_TENDRIL_HASH_MISMATCH');
+      assert.equal(error.contextName, 'files-worker');
+      assert.equal(error.path, target);
+      return true;
+    });
+    assert.equal(existsSync(target), false);
+    assert.deepEqual(temps(scratch), []);
+  });
+
+  test('what a child sends is checked: no absolute path, no .., nothing written through a symlink, bounded counts', async () => {
+    const dest = join(scratch, 'untrusted');
+    const victim = join(scratch, 'victim');
+    mkdirSync(victim);
+    const begin = { t: 'begin', kind: 'dir', name: 'x', files: 1, directories: 1, links: 1, bytes: 1 };
+    const root = { t: 'd', p: '', m: 0o755, mt: Date.now() };
+    const file = (p: string) => [
+      { t: 'f', p, s: 1, m: 0o644, mt: 0 },
+      Buffer.from('!'),
+      { t: 'e', n: 1, h: createHash('sha256').update('!').digest('hex') },
+    ];
+    const attempts: unknown[][] = [
+      [begin, root, ...file('/etc/evil')],
+      [begin, root, ...file('../victim/evil')],
+      [begin, root, ...file('a/./b')],
+      [begin, root, { t: 'l', p: 'escape', to: victim, mt: 0 }, ...file('escape/evil')],
+      [{ ...begin, files: 2_000_000 }],
+      [{ ...begin, kind: 'file', name: '../up' }],
+    ];
+    for (const values of attempts) {
+      // A child sends these as its answer to a fetch.
+      const channel = new Channel<unknown, unknown>(router);
+      const sending = child.call(
+        async (peer: Channel<unknown, unknown>, list: unknown[]) => {
+          for (const value of list) await peer.send(value).catch(() => undefined);
+        },
+        channel.otherEnd(),
+        values,
+      );
+      await assert.rejects(
+        receiveInto(channel[Symbol.asyncIterator](), dest, 'master'),
+        (error: FileTransferError) => error instanceof FileTransferError && error.code === 'ERR_TENDRIL_BAD_ENTRY',
+      );
+      await sending;
+    }
+    assert.deepEqual(readdirSync(victim), []);
+    assert.equal(existsSync('/etc/evil'), false);
+    assert.equal(existsSync(join(scratch, 'up')), false);
+  });
+
+  test('an abort signal stops a copy and a fetch: rejected with its reason, no file, no temporary file', async () => {
+    const source = join(scratch, 'abort.bin');
+    randomFile(source, 64 * MiB);
+    for (const direction of ['copy', 'fetch'] as const) {
+      const controller = new AbortController();
+      const target = join(scratch, `aborted-${direction}`);
+      const transfer =
+        direction === 'copy'
+          ? child.copy(source, target, {
+              signal: controller.signal,
+              onProgress: (p) => p.bytes > 0 && controller.abort(),
+            })
+          : child.fetch(source, target, {
+              signal: controller.signal,
+              onProgress: (p) => p.bytes > 0 && controller.abort(),
+            });
+      await assert.rejects(transfer, (error: Error) => error.name === 'AbortError');
+      assert.equal(existsSync(target), false);
+      assert.deepEqual(temps(scratch), []);
+    }
+  });
+
+  test('router.copy to three grandchildren under one intermediate crosses the first hop once', async () => {
+    const intermediate = await router.local({ name: 'fan-parent' });
+    const leaves = await Promise.all([1, 2, 3].map((n) => router.local({ name: `fan-${n}`, via: intermediate })));
+    const source = join(scratch, 'fan.bin');
+    randomFile(source, 16 * MiB);
+    const firstHop = switchOf(router).expectedStream(intermediate.id);
+    assert.ok(firstHop);
+    const before = firstHop.stats.bytesOut;
+    const into = join(scratch, 'fan');
+    mkdirSync(into);
+    const results = await router.copy(source, `${into}/`, leaves);
+    const crossed = firstHop.stats.bytesOut - before;
+    console.log(
+      `fan-out of ${16 * MiB} bytes to 3 grandchildren: ${crossed} bytes on the first hop (${(crossed / (16 * MiB)).toFixed(3)}x the file)`,
+    );
+    assert.ok(crossed < 1.1 * 16 * MiB, `${crossed} bytes crossed the first hop`);
+    assert.deepEqual(
+      results.map((r) => [r.context.name, r.status]),
+      leaves.map((leaf) => [leaf.name, 'fulfilled']),
+    );
+    for (const r of results) assert.equal(r.status === 'fulfilled' && r.value.sha256, sha256(source));
+    assert.equal(sha256(join(into, 'fan.bin')), sha256(source));
+    assert.deepEqual(await router.copy(source, into, []), []);
+
+    // Every target fails alike, each error naming its own context; a direct child among them too.
+    const failed = await router.copy(source, '/nonexistent/fan.bin', [...leaves, child]);
+    for (const outcome of failed) {
+      assert.equal(outcome.status, 'rejected');
+      const reason = (outcome as { reason: Error }).reason as FileTransferError;
+      assert.ok(reason instanceof FileTransferError);
+      assert.equal(reason.code, 'ENOENT');
+      assert.equal(reason.contextName, outcome.context.name);
+    }
+    await intermediate.shutdown();
+  });
+
+  test('owner and group are kept with preserve when the writing side is root', async () => {
+    const source = join(scratch, 'owned.txt');
+    writeFileSync(source, 'owned');
+    chownSync(source, 4321, 4322);
+    await child.copy(source, join(scratch, 'owned.plain'));
+    assert.equal(statSync(join(scratch, 'owned.plain')).uid, 0);
+    await child.copy(source, join(scratch, 'owned.kept'), { preserve: true });
+    const kept = statSync(join(scratch, 'owned.kept'));
+    assert.deepEqual([kept.uid, kept.gid], [4321, 4322]);
+    await child.fetch(source, join(scratch, 'owned.back'), { preserve: { owner: true } });
+    assert.equal(statSync(join(scratch, 'owned.back')).uid, 4321);
+  });
+
+  test('memory stays flat: a 96 MiB file through master → child → grandchild', async () => {
+    const middle = await router.local({ name: 'rss-middle' });
+    const leaf = await router.local({ name: 'rss-leaf', via: middle });
+    const source = join(scratch, 'rss.bin');
+    randomFile(source, 96 * MiB);
+    const rss = () => process.memoryUsage().rss;
+    const peak = () => process.resourceUsage().maxRSS * 1024;
+    const remoteRss = (context: Context) =>
+      context.call(() => ({ rss: process.memoryUsage().rss, peak: process.resourceUsage().maxRSS * 1024 }));
+    const before = { master: rss(), middle: (await remoteRss(middle)).rss, leaf: (await remoteRss(leaf)).rss };
+    await leaf.copy(source, join(scratch, 'rss.copy'));
+    await leaf.fetch(join(scratch, 'rss.copy'), join(scratch, 'rss.back'));
+    const growth = {
+      master: peak() - before.master,
+      middle: (await remoteRss(middle)).peak - before.middle,
+      leaf: (await remoteRss(leaf)).peak - before.leaf,
+    };
+    console.log(
+      `RSS growth moving 96 MiB each way (MiB): ${JSON.stringify(Object.fromEntries(Object.entries(growth).map(([k, v]) => [k, +(v / MiB).toFixed(1)])))}`,
+    );
+    assert.equal(sha256(join(scratch, 'rss.back')), sha256(source));
+    for (const [where, bytes] of Object.entries(growth))
+      assert.ok(bytes < 64 * MiB, `${where} grew ${bytes / MiB} MiB`);
+    await middle.shutdown();
+  });
+
+  test('Node 12 as the remote side: a file and a tree both ways', async () => {
+    const old = await router.local({ name: 'files-node12', nodePath: nodeBinary(12) });
+    assert.match(old.info.nodeVersion, /^v12\./);
+    const source = join(scratch, 'one.bin');
+    const copied = await old.copy(source, join(scratch, 'node12.copy'));
+    assert.equal(copied.sha256, sha256(source));
+    const fetched = await old.fetch(join(scratch, 'node12.copy'), join(scratch, 'node12.back'));
+    assert.equal(fetched.sha256, sha256(source));
+    await old.copy(join(scratch, 'tree'), join(scratch, 'tree12'));
+    await old.fetch(join(scratch, 'tree12'), join(scratch, 'tree12.back'));
+    assertSameTree(join(scratch, 'tree12.back'));
+    const hash = createHash('sha256');
+    for await (const chunk of old.createReadStream(source)) hash.update(chunk as Buffer);
+    assert.equal(hash.digest('hex'), sha256(source));
+    await pipeline(localReadStream(source), old.createWriteStream(join(scratch, 'node12.streamed')));
+    assert.equal(sha256(join(scratch, 'node12.streamed')), sha256(source));
+    await old.shutdown();
+  });
+});
+
+describe('files over ssh and sudo (test bed)', { timeout: 300_000 }, () => {
+  let bed: Testbed;
+  let router: Router;
+  let ssh: Context;
+  let scratch: string;
+
+  before(async () => {
+    bed = await startTestbed();
+    router = new Router();
+    const options: SshOptions = {
+      hostname: '127.0.0.1',
+      port: bed.port,
+      knownHostsFile: bed.knownHosts,
+      sshConfig: false,
+      username: bed.accounts.sudoer.name,
+      identityFile: bed.keyFile,
+    };
+    ssh = await router.ssh({ ...options, name: 'files-ssh' });
+    scratch = mkdtempSync(join(tmpdir(), 'tendril-files-ssh-'));
+    chmodSync(scratch, 0o777);
+  });
+  after(async () => {
+    await router.shutdown();
+    await bed.stop();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  test('copy and fetch over ssh, and through sudo on it', async () => {
+    const source = join(scratch, 'ssh.bin');
+    randomFile(source, 6 * MiB + 1);
+    chmodSync(source, 0o644);
+    const copied = await ssh.copy(source, join(scratch, 'ssh.copy'));
+    assert.equal(copied.sha256, sha256(source));
+    assert.equal(
+      statSync(join(scratch, 'ssh.copy')).uid,
+      Number(execFileSync('id', ['-u', bed.accounts.sudoer.name], { encoding: 'utf8' })),
+    );
+    const back = await ssh.fetch(join(scratch, 'ssh.copy'), join(scratch, 'ssh.back'));
+    assert.equal(back.sha256, sha256(source));
+
+    const target = await router.sudo({ via: ssh, username: bed.accounts.target.name, name: 'files-sudo' });
+    const viaSudo = await target.copy(source, join(scratch, 'sudo.copy'));
+    assert.equal(viaSudo.sha256, sha256(source));
+    assert.equal(
+      statSync(join(scratch, 'sudo.copy')).uid,
+      Number(execFileSync('id', ['-u', bed.accounts.target.name], { encoding: 'utf8' })),
+    );
+    const fetched = await target.fetch(join(scratch, 'sudo.copy'), join(scratch, 'sudo.back'));
+    assert.equal(fetched.sha256, sha256(source));
+
+    // EACCES: the target account may not write into a directory of root's.
+    const closed = join(scratch, 'closed');
+    mkdirSync(closed, { mode: 0o755 });
+    await assert.rejects(target.copy(source, join(closed, 'nope')), (error: FileTransferError) => {
+      assert.ok(error instanceof FileTransferError);
+      assert.equal(error.code, 'EACCES');
+      assert.equal(error.contextName, 'files-sudo');
+      assert.equal(error.path, join(closed, 'nope'));
+      return true;
+    });
+    const secret = join(scratch, 'secret');
+    writeFileSync(secret, 'root only', { mode: 0o600 });
+    await assert.rejects(
+      target.fetch(secret, join(scratch, 'secret.back')),
+      (error: FileTransferError) => error.code === 'EACCES' && error.contextName === 'files-sudo',
+    );
+    assert.equal(existsSync(join(scratch, 'secret.back')), false);
+  });
+
+  test('router.copy: a target that may not write fails, naming it; the others under the same intermediate are written', async () => {
+    const intermediate = await router.local({ name: 'fan3-parent' });
+    const leaves = [
+      await router.local({ name: 'fan3-root-1', via: intermediate }),
+      await router.sudo({ name: 'fan3-target', via: intermediate, username: bed.accounts.target.name }),
+      await router.local({ name: 'fan3-root-2', via: intermediate }),
+    ];
+    const source = join(scratch, 'fan3.bin');
+    randomFile(source, 4 * MiB);
+    const rootOnly = join(scratch, 'fan3');
+    mkdirSync(rootOnly, { mode: 0o755 });
+    const results = await router.copy(source, join(rootOnly, 'fan3.bin'), leaves);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['fulfilled', 'rejected', 'fulfilled'],
+    );
+    const reason = (results[1] as { reason: Error }).reason as FileTransferError;
+    assert.ok(reason instanceof FileTransferError);
+    assert.equal(reason.code, 'EACCES');
+    assert.equal(reason.contextName, 'fan3-target');
+    assert.equal(sha256(join(rootOnly, 'fan3.bin')), sha256(source));
+    await intermediate.shutdown();
+  });
+});
