@@ -68,3 +68,4 @@ export { DEFAULT_HIGH_WATER_MARK } from './core/window.js';
 export type { ResponderStats } from './master/module-responder.js';
 export type { RouterOptions, ViaOption } from './master/router.js';
 export { Router } from './master/router.js';
+export * from './services/commands/index.js';
