@@ -103,8 +103,16 @@ export class Sender<T = unknown> {
     this.contextId = contextId;
     this.handle = handle;
     const { authority } = options;
+    // A Sender aimed back at the context it came from borrows nothing by
+    // acting as this one, and must: a descendant's authority on a message
+    // going down to it is refused by the contexts in between.
     this.authority =
-      authority === undefined || authority === core.id || core.parentIds.indexOf(authority) >= 0 ? core.id : authority;
+      authority === undefined ||
+      authority === core.id ||
+      authority === contextId ||
+      core.parentIds.indexOf(authority) >= 0
+        ? core.id
+        : authority;
     this.highWaterMark =
       options.highWaterMark === undefined ? DEFAULT_HIGH_WATER_MARK : highWaterMark(options.highWaterMark, 'Sender');
   }

@@ -195,7 +195,9 @@ function isOutcome(value: unknown): value is RemoteOutcome {
  * A failing command whose promise nobody awaits is not an unhandled
  * rejection.
  */
-export class Command<T extends string | Buffer = string> implements PromiseLike<CommandResult<T>> {
+export class Command<T extends string | Buffer = string> implements Promise<CommandResult<T>> {
+  /** `'Command'`. */
+  readonly [Symbol.toStringTag] = 'Command';
   /** The context it runs in. */
   readonly context: Context;
   /** The command line, quoted for display (as `CommandResult.command`). */

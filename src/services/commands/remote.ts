@@ -65,7 +65,8 @@ function hookShutdown(): void {
 
 /** A signal name this system knows. */
 function isSignal(value: unknown): value is string {
-  return typeof value === 'string' && Object.hasOwn(constants.signals, value);
+  // biome-ignore lint/suspicious/noPrototypeBuiltins: Object.hasOwn is missing on the Node 12 to 16.8 a child may run.
+  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(constants.signals, value);
 }
 
 /**
