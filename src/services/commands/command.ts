@@ -1,7 +1,8 @@
 import { StringDecoder } from 'node:string_decoder';
 import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, type Context, routerOf } from '../../core/context.js';
-import { ProtocolError } from '../../core/errors.js';
+import { ChannelError, ProtocolError } from '../../core/errors.js';
+import { SENDER_CLOSED } from '../../core/send-window.js';
 import { CommandError } from './errors.js';
 import { LineSplitter, stripFinalNewline } from './lines.js';
 import { type CheckedOptions, type OutputStream, signalName } from './options.js';
@@ -151,6 +152,14 @@ async function* inputChunks(input: AsyncIterable<Uint8Array | string> | Uint8Arr
   }
 }
 
+/** Most chunks an outcome may carry. */
+const MAX_TAIL = 1024;
+
+/** The error a channel's reads end with when the other end closed it: the normal end. */
+function isClosed(error: unknown): boolean {
+  return error instanceof ChannelError && error.reason === SENDER_CLOSED;
+}
+
 /** A value sent back as output: `[STDOUT | STDERR, bytes]` of at most a pipe's chunk. */
 function isOutputChunk(value: unknown): value is OutputChunk {
   return (
@@ -171,6 +180,10 @@ function isOutcome(value: unknown): value is RemoteOutcome {
     (o.signal === null || typeof o.signal === 'string') &&
     typeof o.durationMs === 'number' &&
     typeof o.timedOut === 'boolean' &&
+    typeof o.chunks === 'number' &&
+    Array.isArray(o.tail) &&
+    o.tail.length <= MAX_TAIL &&
+    o.tail.every(isOutputChunk) &&
     (spawnError === undefined ||
       (typeof spawnError === 'object' &&
         spawnError !== null &&
@@ -229,7 +242,15 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
       this.canceled = true;
       this.pumpEnded = true;
       this.result = Promise.resolve().then(() =>
-        this.conclude({ pid: undefined, exitCode: null, signal: null, durationMs: 0, timedOut: false }),
+        this.conclude({
+          pid: undefined,
+          exitCode: null,
+          signal: null,
+          durationMs: 0,
+          timedOut: false,
+          chunks: 0,
+          tail: [],
+        }),
       );
     } else {
       const router = routerOf(context);
@@ -273,14 +294,15 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
       if (inputChannel && input !== undefined) {
         void this.feedInput(inputChannel, typeof input === 'string' ? Buffer.from(input) : input);
       }
-      const pumped = this.pump(channel);
-      this.result = Promise.all([call, pumped])
-        .then(([outcome]) => {
-          if (!isOutcome(outcome)) {
-            throw new ProtocolError('exec', context.name, 'its result is not the shape of a command outcome');
-          }
-          return this.conclude(outcome);
-        })
+      const outcome = call.then((value) => {
+        if (!isOutcome(value)) {
+          throw new ProtocolError('exec', context.name, 'its result is not the shape of a command outcome');
+        }
+        return value;
+      });
+      const pumped = this.pump(channel, outcome);
+      this.result = Promise.all([outcome, pumped])
+        .then(([value]) => this.conclude(value))
         .finally(() => {
           this.finished = true;
           signal?.removeEventListener('abort', onAbort);
@@ -384,24 +406,56 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     this.channel?.send([signal, force === undefined ? null : force]).catch(() => {});
   }
 
-  /** Reads the output off the channel, handing each chunk to the buffer, `onOutput` and every attached reader. */
-  private async pump(channel: Channel<Control, OutputChunk>): Promise<void> {
+  /**
+   * Reads the output off the channel, handing each chunk to the buffer,
+   * `onOutput` and every attached reader. It ends once it has read as many
+   * chunks as the outcome says were sent (they travel ahead of it), without
+   * waiting for the channel's close, which follows the outcome: over ssh
+   * that would be one more small write held back by Nagle's algorithm.
+   */
+  private async pump(channel: Channel<Control, OutputChunk>, outcome: Promise<RemoteOutcome>): Promise<void> {
+    let expected: number | undefined;
+    const known = outcome.then(
+      (value) => {
+        expected = typeof value.chunks === 'number' ? value.chunks : undefined;
+      },
+      () => {
+        // The call failed (the context went away): no count will come; the channel ends too.
+      },
+    );
+    let received = 0;
+    let pending: Promise<{ value: unknown } | { error: unknown }> | undefined;
     try {
-      for await (const value of channel) {
-        if (!isOutputChunk(value)) {
-          throw new ProtocolError('exec', this.context.name, 'its output was not [stream, bytes]');
+      for (;;) {
+        if (expected !== undefined && received >= expected) break;
+        pending ??= channel.get().then(
+          (value) => ({ value }),
+          (error: unknown) => ({ error }),
+        );
+        const step = await Promise.race([pending, known.then(() => undefined)]);
+        if (step === undefined) {
+          // The outcome is in: stop once its chunks are read; else read on until the channel closes.
+          if (expected === undefined) {
+            const last = await pending;
+            pending = undefined;
+            if ('error' in last) {
+              if (isClosed(last.error)) break;
+              throw last.error;
+            }
+            received++;
+            await this.take(last.value);
+          }
+          continue;
         }
-        const fd = value[0];
-        const chunk = Buffer.isBuffer(value[1])
-          ? value[1]
-          : Buffer.from(value[1].buffer, value[1].byteOffset, value[1].byteLength);
-        this.keep(fd, chunk);
-        if (this.liveLines) this.tell(fd, this.liveLines[fd].push(chunk));
-        const feeds = [...this.feeds];
-        for (const feed of feeds) feed.push(fd, chunk);
-        const waiting = feeds.filter((feed) => feed.busy);
-        if (waiting.length > 0) await Promise.all(waiting.map((feed) => feed.idle()));
+        pending = undefined;
+        if ('error' in step) {
+          if (isClosed(step.error)) break;
+          throw step.error;
+        }
+        received++;
+        await this.take(step.value);
       }
+      for (const chunk of (await outcome.catch(() => undefined))?.tail ?? []) await this.take(chunk);
       if (this.liveLines) {
         this.tell(STDOUT, this.liveLines[STDOUT].end());
         this.tell(STDERR, this.liveLines[STDERR].end());
@@ -415,6 +469,23 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
       for (const feed of this.feeds) feed.end(this.pumpError);
       this.feeds.clear();
     }
+  }
+
+  /** Hands one chunk to the buffer, `onOutput` and the readers, and waits until every reader has taken it. */
+  private async take(value: unknown): Promise<void> {
+    if (!isOutputChunk(value)) {
+      throw new ProtocolError('exec', this.context.name, 'its output was not [stream, bytes]');
+    }
+    const fd = value[0];
+    const chunk = Buffer.isBuffer(value[1])
+      ? value[1]
+      : Buffer.from(value[1].buffer, value[1].byteOffset, value[1].byteLength);
+    this.keep(fd, chunk);
+    if (this.liveLines) this.tell(fd, this.liveLines[fd].push(chunk));
+    const feeds = [...this.feeds];
+    for (const feed of feeds) feed.push(fd, chunk);
+    const waiting = feeds.filter((feed) => feed.busy);
+    if (waiting.length > 0) await Promise.all(waiting.map((feed) => feed.idle()));
   }
 
   /** Keeps a chunk for the result, up to `maxBuffer` per stream; past it, kills the command. */

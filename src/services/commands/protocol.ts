@@ -45,6 +45,13 @@ export interface RemoteOutcome {
   durationMs: number;
   /** Killed because `timeout` passed. */
   timedOut: boolean;
+  /**
+   * How many output chunks were sent before this outcome: they are ahead of
+   * it on the way, so the master need not wait for the channel to close.
+   */
+  chunks: number;
+  /** Output held when the command ended, sent in the outcome itself (at most about 128 KiB). */
+  tail: OutputChunk[];
   /** Set when it could not be started (`ENOENT`, `EACCES`, a bad cwd...). */
   spawnError?: { code: string | undefined; message: string };
 }

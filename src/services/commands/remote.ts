@@ -15,6 +15,13 @@ import type { Channel } from '../../core/channel.js';
 import { contextRuntime } from '../../core/runtime.js';
 import type { Control, ExecRequest, OutputChunk, RemoteOutcome } from './protocol.js';
 
+/** How long output waits to go out with more, or with the outcome, in ms. */
+const HOLD_MS = 10;
+/** Held output that goes out at once. */
+const FLUSH_BYTES = 64 * 1024;
+/** How long a command runs before this end announces itself for kill() (see `control`), in ms. */
+const CONTROL_DELAY = 20;
+
 /** A command whose process group may still have members. */
 interface Running {
   pid: number;
@@ -92,11 +99,14 @@ export function exec(
     let timedOut = false;
     let done = false;
     const timers: ReturnType<typeof setTimeout>[] = [];
-    const finish = (outcome: Omit<RemoteOutcome, 'durationMs' | 'timedOut' | 'pid'>) => {
+    let chunks = 0;
+    let takeTail = (): OutputChunk[] => [];
+    const finish = (outcome: Omit<RemoteOutcome, 'durationMs' | 'timedOut' | 'pid' | 'chunks' | 'tail'>) => {
       if (done) return;
       done = true;
       for (const timer of timers) clearTimeout(timer);
-      resolve({ ...outcome, pid: child?.pid, timedOut, durationMs: Date.now() - started });
+      const tail = takeTail();
+      resolve({ ...outcome, pid: child?.pid, timedOut, chunks, tail, durationMs: Date.now() - started });
     };
     try {
       child = spawn(request.file, request.args, {
@@ -144,36 +154,75 @@ export function exec(
         }, request.timeout),
       );
     }
-    // Reading also announces this end, so the master's kill() reaches it.
-    void (async () => {
-      try {
-        for await (const control of channel) {
-          if (Array.isArray(control)) kill(control[0], typeof control[1] === 'number' ? control[1] : null);
+    // Reading announces this end (a message), so the master's kill() reaches
+    // it. Not at once: a command over in a few ms then answers in one message,
+    // where a second small write would wait on Nagle's algorithm over ssh.
+    let controlling = false;
+    const control = () => {
+      if (controlling || done) return;
+      controlling = true;
+      void (async () => {
+        try {
+          for await (const message of channel) {
+            if (Array.isArray(message)) kill(message[0], typeof message[1] === 'number' ? message[1] : null);
+          }
+        } catch {
+          // The channel closed with the call, or the master went away (the context's shutdown kills the group).
         }
-      } catch {
-        // The channel closed with the call, or the master went away (the context's shutdown kills the group).
-      }
-    })();
+      })();
+    };
+    timers.push(setTimeout(control, CONTROL_DELAY));
 
+    // Output waits up to HOLD_MS (or FLUSH_BYTES) to go out in a batch, and
+    // what is held when the command ends rides in the outcome.
+    const streams = [child.stdout as Readable, child.stderr as Readable];
     let lost = false;
-    const forward = (stream: Readable, which: OutputChunk[0]) => {
+    let held: OutputChunk[] = [];
+    let heldBytes = 0;
+    let flushTimer: ReturnType<typeof setTimeout> | undefined;
+    const flush = () => {
+      if (flushTimer) clearTimeout(flushTimer);
+      flushTimer = undefined;
+      if (held.length === 0 || lost) return;
+      control();
+      const batch = held;
+      held = [];
+      heldBytes = 0;
+      let last: Promise<void> = Promise.resolve();
+      for (const chunk of batch) {
+        chunks++;
+        last = channel.send(chunk);
+      }
+      // Paused until the window takes the batch: a slow reader leaves the pipe full and the command waits.
+      for (const stream of streams) stream.pause();
+      last.then(
+        () => {
+          for (const stream of streams) stream.resume();
+        },
+        () => {
+          // Nobody is left to read the output: end the command, and drain what it still writes.
+          lost = true;
+          kill('SIGKILL', null);
+          for (const stream of streams) stream.resume();
+        },
+      );
+    };
+    streams.forEach((stream, i) => {
+      const which = (i + 1) as OutputChunk[0];
       stream.on('data', (data: Buffer) => {
         if (lost) return;
-        // Paused until the window takes it: a slow reader leaves the pipe full and the command waits.
-        stream.pause();
-        channel.send([which, data]).then(
-          () => stream.resume(),
-          () => {
-            // Nobody is left to read the output: end the command, and drain what it still writes.
-            lost = true;
-            kill('SIGKILL', null);
-            stream.resume();
-          },
-        );
+        held.push([which, data]);
+        heldBytes += data.length;
+        if (heldBytes >= FLUSH_BYTES) flush();
+        else flushTimer ??= setTimeout(flush, HOLD_MS);
       });
+    });
+    takeTail = () => {
+      if (flushTimer) clearTimeout(flushTimer);
+      const tail = lost ? [] : held;
+      held = [];
+      return tail;
     };
-    forward(child.stdout as Readable, 1);
-    forward(child.stderr as Readable, 2);
 
     const stdin = child.stdin;
     if (stdin) {
