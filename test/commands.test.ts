@@ -133,7 +133,7 @@ describe('commands', { timeout: 300_000 }, () => {
 
       test('cwd, env added to the context environment, and extendEnv: false replacing it', async () => {
         assert.equal((await context.exec('pwd', { cwd: '/tmp' })).stdout, '/tmp');
-        const added = await context.exec('sh', ['-c', 'echo "$GREETING:${PATH:+has path}"'], {
+        const added = await context.exec('sh', ['-c', 'echo "$GREETING:$(test -n "$PATH" && echo has path)"'], {
           env: { GREETING: 'hi' },
         });
         assert.equal(added.stdout, 'hi:has path');
