@@ -326,9 +326,12 @@ describe('codec', () => {
         isDecodeError(/refused a Sender aimed at standard handle/),
       );
     }
-    const sender = decode(reference(FIRST_DYNAMIC_HANDLE), router, 5) as Sender;
+    // From another context, a Sender keeps that context's authority...
+    const sender = decode(reference(FIRST_DYNAMIC_HANDLE), router, 7) as Sender;
     assert.ok(sender instanceof Sender);
-    assert.deepEqual([sender.contextId, sender.handle, sender.authority], [5, FIRST_DYNAMIC_HANDLE, 5]);
+    assert.deepEqual([sender.contextId, sender.handle, sender.authority], [5, FIRST_DYNAMIC_HANDLE, 7]);
+    // ...unless it is aimed back at that context: acting as this one borrows nothing there.
+    assert.equal((decode(reference(FIRST_DYNAMIC_HANDLE), router, 5) as Sender).authority, 0);
     // From this context (or an ancestor), a Sender acts with this context's own authority.
     assert.equal((decode(reference(FIRST_DYNAMIC_HANDLE), router, 0) as Sender).authority, 0);
     assert.equal((decode(reference(FIRST_DYNAMIC_HANDLE), router) as Sender).authority, 0);

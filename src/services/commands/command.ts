@@ -423,6 +423,10 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
         // The call failed (the context went away): no count will come; the channel ends too.
       },
     );
+    let arrived = false;
+    const whenArrived = known.then(() => {
+      arrived = true;
+    });
     let received = 0;
     let pending: Promise<{ value: unknown } | { error: unknown }> | undefined;
     try {
@@ -432,21 +436,9 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
           (value) => ({ value }),
           (error: unknown) => ({ error }),
         );
-        const step = await Promise.race([pending, known.then(() => undefined)]);
-        if (step === undefined) {
-          // The outcome is in: stop once its chunks are read; else read on until the channel closes.
-          if (expected === undefined) {
-            const last = await pending;
-            pending = undefined;
-            if ('error' in last) {
-              if (isClosed(last.error)) break;
-              throw last.error;
-            }
-            received++;
-            await this.take(last.value);
-          }
-          continue;
-        }
+        // Until the outcome is in, it may end the wait; after, only the channel can.
+        const step = arrived ? await pending : await Promise.race([pending, whenArrived]);
+        if (step === undefined) continue;
         pending = undefined;
         if ('error' in step) {
           if (isClosed(step.error)) break;
