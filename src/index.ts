@@ -68,4 +68,5 @@ export { DEFAULT_HIGH_WATER_MARK } from './core/window.js';
 export type { ResponderStats } from './master/module-responder.js';
 export type { RouterOptions, ViaOption } from './master/router.js';
 export { Router } from './master/router.js';
+export * from './services/commands/index.js';
 export * from './services/files/index.js';

@@ -82,6 +82,7 @@ export class Broker {
   private readonly children = new Map<number, ManagedChild>();
   private readonly starting = new Set<StartingChild>();
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
+  private readonly cleanups = new Set<(grace: number) => Promise<void> | void>();
   private closing: Promise<void> | undefined;
 
   /** The router of this context; the broker serves STOP_CHILD on it. */
@@ -187,6 +188,26 @@ export class Broker {
     });
   }
 
+  /**
+   * Registers work `shutdown()` does beside stopping children, such as
+   * killing the process groups of commands still running: `cleanup` is
+   * called once with the shutdown's grace, and the shutdown waits for the
+   * promise it returns. A cleanup added once shutdown has begun runs at once.
+   * @returns a function that unregisters it (when what it cleans up ended by itself).
+   */
+  addCleanup(cleanup: (grace: number) => Promise<void> | void): () => void {
+    if (this.closing) {
+      void Promise.resolve()
+        .then(() => cleanup(this.grace))
+        .catch(() => {});
+      return () => {};
+    }
+    this.cleanups.add(cleanup);
+    return () => {
+      this.cleanups.delete(cleanup);
+    };
+  }
+
   /** A timer the broker clears at shutdown. */
   setTimeout(fn: () => void, ms: number): ReturnType<typeof setTimeout> {
     const timer = setTimeout(() => {
@@ -206,7 +227,8 @@ export class Broker {
   /**
    * Stops every child in parallel (each as `stopChild`), aborts every
    * child being started (its bootstrap rejects with a `BootstrapError` and
-   * its process is killed and reaped), and clears timers. Resolves once
+   * its process is killed and reaped), runs the cleanups (`addCleanup`),
+   * and clears timers. Resolves once
    * all of those processes are gone. Idempotent: later calls return the
    * first call's promise.
    */
@@ -219,9 +241,17 @@ export class Broker {
         debug('%s: aborting the start of %s: %s', this.router.name, start.name, reason);
         start.abort(reason);
       }
+      const cleanups = [...this.cleanups];
+      this.cleanups.clear();
       this.closing = Promise.all([
         ...this.childIds.map((id) => this.stopChild(id, grace)),
         ...starts.map((start) => start.settled),
+        // A failing cleanup must not keep the others, or the shutdown, from finishing.
+        ...cleanups.map((cleanup) =>
+          Promise.resolve()
+            .then(() => cleanup(grace))
+            .catch((error: unknown) => debug('%s: a shutdown cleanup failed: %s', this.router.name, error)),
+        ),
       ]).then(() => {
         for (const timer of this.timers) clearTimeout(timer);
         this.timers.clear();
