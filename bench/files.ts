@@ -26,6 +26,7 @@ import { switchOf } from '../test/support/internals.js';
 import { startTestbed, type Testbed } from '../test/support/testbed.js';
 import {
   atAbort,
+  type Contender,
   MIB,
   mbps,
   median,
@@ -34,6 +35,7 @@ import {
   progress,
   rssOf,
   runParts,
+  runRounds,
   shellQuote,
   type Table,
   timeShell,
@@ -84,14 +86,6 @@ function sshContext(router: Router, bed: Testbed, name: string): Promise<Context
     knownHostsFile: bed.knownHosts,
     sshConfig: false,
   });
-}
-
-interface Contender {
-  label: string;
-  /** One run: MB/s (10^6 bytes per second). */
-  run: () => Promise<number>;
-  rates: number[];
-  failed?: string;
 }
 
 async function benchThroughput(table: Table): Promise<void> {
@@ -149,28 +143,10 @@ async function benchThroughput(table: Table): Promise<void> {
       );
     }
 
-    progress(`files throughput: warming up (${contenders.length} contenders)`);
-    for (const contender of contenders) {
-      try {
-        await contender.run();
-      } catch (error) {
-        contender.failed = (error as Error).message;
-      }
-    }
-    setups = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      // Each round starts one further along, so none always runs first.
-      for (let k = 0; k < contenders.length; k++) {
-        const contender = contenders[(round + k) % contenders.length] as Contender;
-        if (contender.failed) continue;
-        progress(`files throughput round ${round + 1}/${ROUNDS}: ${contender.label}`);
-        try {
-          contender.rates.push(await contender.run());
-        } catch (error) {
-          contender.failed = (error as Error).message;
-        }
-      }
-    }
+    await runRounds(contenders, ROUNDS, 'files throughput', () => {
+      // Setups timed while warming up are not part of the figures.
+      setups = [];
+    });
 
     table.heading(
       `throughput, a ${THROUGHPUT_MIB} MiB file, written to ${OUT_ROOT}; median of ${ROUNDS} alternating rounds`,

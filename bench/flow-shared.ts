@@ -230,3 +230,46 @@ export async function runParts(title: string, parts: Record<string, (table: Tabl
   table.print();
   if (failed) process.exitCode = 1;
 }
+
+/** One thing a bench times in rounds: `run` does it once and resolves with its rate. */
+export interface Contender {
+  label: string;
+  /** One run: MB/s (10^6 bytes per second). */
+  run: () => Promise<number>;
+  rates: number[];
+  /** Why it stopped being run, once a run failed. */
+  failed?: string;
+}
+
+/**
+ * Runs every contender once to warm up, calls `afterWarmUp`, then runs them
+ * in `rounds` rounds, each starting one further along so none always runs
+ * first (drift on the machine hits all alike). A contender whose run fails
+ * is not run again; its `failed` says why.
+ */
+export async function runRounds(
+  contenders: Contender[],
+  rounds: number,
+  label: string,
+  afterWarmUp: () => void = () => {},
+): Promise<void> {
+  const attempt = async (contender: Contender, record: boolean) => {
+    try {
+      const rate = await contender.run();
+      if (record) contender.rates.push(rate);
+    } catch (error) {
+      contender.failed = (error as Error).message;
+    }
+  };
+  progress(`${label}: warming up (${contenders.length} contenders)`);
+  for (const contender of contenders) await attempt(contender, false);
+  afterWarmUp();
+  for (let round = 0; round < rounds; round++) {
+    for (let k = 0; k < contenders.length; k++) {
+      const contender = contenders[(round + k) % contenders.length] as Contender;
+      if (contender.failed) continue;
+      progress(`${label} round ${round + 1}/${rounds}: ${contender.label}`);
+      await attempt(contender, true);
+    }
+  }
+}

@@ -13,11 +13,12 @@ import { type Context, Router } from 'tendril';
 import { startTestbed, type Testbed } from '../test/support/testbed.js';
 import {
   atAbort,
+  type Contender,
   MIB,
   mbps,
   median,
   percent,
-  progress,
+  runRounds,
   shellQuote,
   streamRate,
   type Table,
@@ -27,14 +28,6 @@ import { openSshArgs as sshInto } from './openssh.js';
 
 const VALUES = Number(process.env.FLOW_MIB ?? 256);
 const ROUNDS = Number(process.env.FLOW_ROUNDS ?? 5);
-
-interface Contender {
-  label: string;
-  /** One run: MB/s. */
-  run: () => Promise<number>;
-  rates: number[];
-  failed?: string;
-}
 
 /** OpenSSH into the test bed as the tendril ssh contexts log in, without compression (as the issue measures). */
 function openSshArgs(bed: Testbed): string[] {
@@ -105,28 +98,10 @@ export async function benchThroughput(table: Table): Promise<void> {
       add('tendril ssh grandchild -> master', stream(sshGrandchild));
     }
 
-    progress(`throughput: warming up (${contenders.length} contenders)`);
-    for (const contender of contenders) {
-      try {
-        await contender.run();
-      } catch (error) {
-        contender.failed = (error as Error).message;
-      }
-    }
-    sshSetup = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      // Each round starts one further along, so none always runs first.
-      for (let k = 0; k < contenders.length; k++) {
-        const contender = contenders[(round + k) % contenders.length] as Contender;
-        if (contender.failed) continue;
-        progress(`throughput round ${round + 1}/${ROUNDS}: ${contender.label}`);
-        try {
-          contender.rates.push(await contender.run());
-        } catch (error) {
-          contender.failed = (error as Error).message;
-        }
-      }
-    }
+    await runRounds(contenders, ROUNDS, 'throughput', () => {
+      // Setups timed while warming up are not part of the figures.
+      sshSetup = [];
+    });
 
     table.heading(
       `throughput, ${VALUES} MiB per run as 1 MiB values (tendril) or one file; median of ${ROUNDS} alternating rounds`,
