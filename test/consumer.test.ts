@@ -4,6 +4,7 @@
 // skipLibCheck off, and bundled.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -80,7 +81,7 @@ describe('the package as users install it', () => {
 
   for (const version of MASTER_VERSIONS) {
     for (const script of ['app.mjs', 'app.cjs']) {
-      test(`Node ${version}: ${script} starts a context, calls it, forwards modules and exits`, () => {
+      test(`Node ${version}: ${script} starts a context, calls it, forwards modules, runs a command, copies a file and exits`, () => {
         const result = run(nodeBinary(version), script, project);
         assert.equal(result.status, 0, `exit status ${result.status}; stderr:\n${result.stderr}`);
         const flavour = script.endsWith('.mjs') ? 'esm' : 'cjs';
@@ -89,6 +90,10 @@ describe('the package as users install it', () => {
         assert.match(String(output.greeting), new RegExp(`^\\[hello ${flavour} from pid \\d+\\]$`));
         assert.equal(output.duration, 2 * 3600 * 1000);
         assert.ok(Number(output.filesReceived) >= 3, `files were forwarded: ${output.filesReceived}`);
+        assert.equal(output.echoed, `exec ${flavour}`);
+        const source = readFileSync(join(project, script));
+        assert.equal(output.copiedSha256, createHash('sha256').update(source).digest('hex'));
+        assert.deepEqual(readFileSync(join(project, `${script}.copy`)), source);
         assert.equal(result.stderr, '', 'nothing on stderr (no warnings)');
       });
     }

@@ -439,6 +439,8 @@ async function connectHop(
     if (!through) {
       session.step = `TCP connect to ${hop.host}:${hop.port}`;
       const socket = tcpConnect({ host: hop.host, port: hop.port });
+      // Calls and replies are small and latency-bound: none should wait on Nagle's algorithm for an ACK.
+      socket.setNoDelay(true);
       sock = socket;
       socket.once('connect', () => {
         if (!settled) startSsh();
