@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Router } from 'tendril';
-import { startTestbed } from '../test/support/testbed.js';
+import { sshLogin, startTestbed } from '../test/support/testbed.js';
 import { openSshArgs } from './openssh.js';
 import { median, row } from './report.js';
 
@@ -54,14 +54,7 @@ export async function benchCommands(): Promise<void> {
       if (waited > 10_000) throw new Error('the ssh ControlMaster did not open its socket within 10 s');
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
-    const context = await router.ssh({
-      hostname: '127.0.0.1',
-      port: bed.port,
-      username: bed.accounts.sudoer.name,
-      identityFile: bed.keyFile,
-      knownHostsFile: bed.knownHosts,
-      sshConfig: false,
-    });
+    const context = await router.ssh(sshLogin(bed));
     // Warm both paths (the services module loads on the first exec).
     await timeEach(5, () => run('ssh', [...shared, 'true']));
     await timeEach(5, () => context.exec('true'));

@@ -23,7 +23,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Context, Router } from 'tendril';
 import { switchOf } from '../test/support/internals.js';
-import { startTestbed, type Testbed } from '../test/support/testbed.js';
+import { sshLogin, startTestbed, type Testbed } from '../test/support/testbed.js';
 import {
   atAbort,
   type Contender,
@@ -77,15 +77,7 @@ function randomFile(path: string, mebibytes: number): void {
 
 /** An ssh context into the test bed, as the sudoer account. */
 function sshContext(router: Router, bed: Testbed, name: string): Promise<Context> {
-  return router.ssh({
-    name,
-    hostname: '127.0.0.1',
-    port: bed.port,
-    username: bed.accounts.sudoer.name,
-    identityFile: bed.keyFile,
-    knownHostsFile: bed.knownHosts,
-    sshConfig: false,
-  });
+  return router.ssh({ name, ...sshLogin(bed) });
 }
 
 async function benchThroughput(table: Table): Promise<void> {

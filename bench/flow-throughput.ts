@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Context, Router } from 'tendril';
-import { startTestbed, type Testbed } from '../test/support/testbed.js';
+import { sshLogin, startTestbed, type Testbed } from '../test/support/testbed.js';
 import {
   atAbort,
   type Contender,
@@ -84,15 +84,7 @@ export async function benchThroughput(table: Table): Promise<void> {
         sshSetup.push(await timeShell(sshTrue));
         return bytes / 1e6 / ((await timeShell(catSsh)) / 1000);
       });
-      const ssh = await router.ssh({
-        name: 'flow-ssh',
-        hostname: '127.0.0.1',
-        port: bed.port,
-        username: bed.accounts.sudoer.name,
-        identityFile: bed.keyFile,
-        knownHostsFile: bed.knownHosts,
-        sshConfig: false,
-      });
+      const ssh = await router.ssh({ name: 'flow-ssh', ...sshLogin(bed) });
       const sshGrandchild = await router.local({ name: 'flow-ssh-grandchild', via: ssh });
       add('tendril ssh child -> master', stream(ssh));
       add('tendril ssh grandchild -> master', stream(sshGrandchild));

@@ -5,7 +5,7 @@
 // issue 4 for this machine, printed for reference only.
 import { spawn } from 'node:child_process';
 import { Router } from 'tendril';
-import { startTestbed } from '../test/support/testbed.js';
+import { sshLogin, startTestbed } from '../test/support/testbed.js';
 import { openSshArgs } from './openssh.js';
 import { median, row } from './report.js';
 
@@ -31,14 +31,7 @@ export async function benchSsh(): Promise<void> {
   const router = new Router();
   try {
     const sshArgs = openSshArgs(bed);
-    const login = {
-      hostname: '127.0.0.1',
-      port: bed.port,
-      username: bed.accounts.sudoer.name,
-      identityFile: bed.keyFile,
-      knownHostsFile: bed.knownHosts,
-      sshConfig: false as const,
-    };
+    const login = sshLogin(bed);
     // Warm every path once.
     await timeCommand('ssh', [...sshArgs, 'node -e 0']);
     await (await router.ssh(login)).shutdown();

@@ -16,7 +16,7 @@ import {
 } from 'tendril';
 import { nodeBinary } from './support/nodes.js';
 import { isAlive, ROOT, waitFor, waitGone } from './support/procs.js';
-import { startTestbed, type Testbed } from './support/testbed.js';
+import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
 /** A shell that prints its own pid and that of a `sleep` it started in the background (same process group), then waits. */
 const SHELL_AND_SLEEPER = ['-c', 'echo $$; sleep 1000 & echo $!; wait'];
@@ -82,16 +82,7 @@ describe('commands', { timeout: 300_000 }, () => {
     await bed.stop();
   });
 
-  const ssh = (name: string) =>
-    router.ssh({
-      name,
-      hostname: '127.0.0.1',
-      port: bed.port,
-      username: bed.accounts.sudoer.name,
-      identityFile: bed.keyFile,
-      knownHostsFile: bed.knownHosts,
-      sshConfig: false,
-    });
+  const ssh = (name: string) => router.ssh({ name, ...sshLogin(bed) });
 
   /** Starts a context of each kind the commands are tested in. */
   const kinds: Record<string, (name: string) => Promise<Context>> = {

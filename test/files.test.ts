@@ -31,7 +31,7 @@ import { CALL_SERVICE } from '#dist/core/context.js';
 import { receiveInto } from '#dist/services/files/protocol.js';
 import { switchOf } from './support/internals.js';
 import { nodeBinary } from './support/nodes.js';
-import { startTestbed, type Testbed } from './support/testbed.js';
+import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
 const MiB = 1024 * 1024;
 
@@ -472,14 +472,7 @@ describe('files over ssh and sudo (test bed)', { timeout: 300_000 }, () => {
   before(async () => {
     bed = await startTestbed();
     router = new Router();
-    const options: SshOptions = {
-      hostname: '127.0.0.1',
-      port: bed.port,
-      knownHostsFile: bed.knownHosts,
-      sshConfig: false,
-      username: bed.accounts.sudoer.name,
-      identityFile: bed.keyFile,
-    };
+    const options: SshOptions = sshLogin(bed);
     ssh = await router.ssh({ ...options, name: 'files-ssh' });
     scratch = mkdtempSync(join(tmpdir(), 'tendril-files-ssh-'));
     chmodSync(scratch, 0o777);

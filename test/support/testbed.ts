@@ -60,6 +60,22 @@ export interface Testbed {
   stop(): Promise<void>;
 }
 
+/**
+ * Options of `router.ssh()` that log into the test bed's sshd with its key,
+ * as `account` (default: the sudoer account), checking its host key
+ * against its known_hosts and ignoring ~/.ssh/config.
+ */
+export function sshLogin(bed: Testbed, account: Account = bed.accounts.sudoer) {
+  return {
+    hostname: '127.0.0.1',
+    port: bed.port,
+    username: account.name,
+    identityFile: bed.keyFile,
+    knownHostsFile: bed.knownHosts,
+    sshConfig: false as const,
+  };
+}
+
 const ROLES: Record<keyof Accounts, string> = {
   key: 'tendril-key',
   password: 'tendril-pw',
