@@ -71,3 +71,13 @@ describe('error classes', () => {
     assert.ok(unsupported instanceof tendril.UnsupportedValueError && unsupported instanceof tendril.TendrilError);
   });
 });
+
+describe('remote error info from a context that does not follow the protocol', () => {
+  test('a message that is not a string becomes a fixed description, never an exception', () => {
+    for (const message of [{ toString: 1 }, Object.create(null), 42, undefined]) {
+      const error = remoteError({ name: 'Error', message, stack: '' } as never, 'web1', 3);
+      assert.ok(error instanceof tendril.CallError);
+      assert.equal(typeof error.message, 'string');
+    }
+  });
+});

@@ -26,11 +26,14 @@ import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Channel, type Context, FileTransferError, Router, type SshOptions, type TransferProgress } from 'tendril';
 import { CALL_SERVICE } from '#dist/core/context.js';
-import { receiveInto } from '#dist/services/files/protocol.js';
+import { receiveInto, type SinkOptions } from '#dist/services/files/protocol.js';
+import { fetchedFrom } from '#dist/services/files/transfer.js';
 import { switchOf } from './support/internals.js';
 import { nodeBinary } from './support/nodes.js';
+import { waitFor } from './support/procs.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
 const MiB = 1024 * 1024;
@@ -291,6 +294,23 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
     assert.deepEqual(temps(scratch), []);
   });
 
+  /** The child sends `values` on a Channel, as its answer to a fetch, and the master's sink writes them at `into`. */
+  async function answerFromChild(values: unknown[], into: string, options: SinkOptions) {
+    const channel = new Channel<unknown, unknown>(router);
+    const sending = child.call(
+      async (peer: Channel<unknown, unknown>, list: unknown[]) => {
+        for (const value of list) await peer.send(value).catch(() => undefined);
+      },
+      channel.otherEnd(),
+      values,
+    );
+    try {
+      return await receiveInto(channel[Symbol.asyncIterator](), into, 'master', options);
+    } finally {
+      await sending;
+    }
+  }
+
   test('what a child sends is checked: no absolute path, no .., nothing written through a symlink, bounded counts', async () => {
     const dest = join(scratch, 'untrusted');
     const victim = join(scratch, 'victim');
@@ -311,24 +331,120 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
       [{ ...begin, kind: 'file', name: '../up' }],
     ];
     for (const values of attempts) {
-      // A child sends these as its answer to a fetch.
-      const channel = new Channel<unknown, unknown>(router);
-      const sending = child.call(
-        async (peer: Channel<unknown, unknown>, list: unknown[]) => {
-          for (const value of list) await peer.send(value).catch(() => undefined);
-        },
-        channel.otherEnd(),
-        values,
-      );
       await assert.rejects(
-        receiveInto(channel[Symbol.asyncIterator](), dest, 'master'),
+        answerFromChild(values, dest, {}),
         (error: FileTransferError) => error instanceof FileTransferError && error.code === 'ERR_TENDRIL_BAD_ENTRY',
       );
-      await sending;
     }
     assert.deepEqual(readdirSync(victim), []);
     assert.equal(existsSync('/etc/evil'), false);
     assert.equal(existsSync(join(scratch, 'up')), false);
+  });
+
+  test('what a child answers to a fetch cannot pick the file name, set special mode bits or touch the directory fetched into', async () => {
+    const home = join(scratch, 'home');
+    mkdirSync(home, { mode: 0o750 });
+    utimesSync(home, 1_000_000, 1_000_000);
+    const data = Buffer.from('echo hello\n');
+    const hash = createHash('sha256').update(data).digest('hex');
+    const fileEntry = (p: string, m: number) => [
+      { t: 'f', p, s: data.length, m, mt: 0 },
+      data,
+      { t: 'e', n: data.length, h: hash },
+    ];
+    /** Plays a hostile child answering `fetch(remotePath, into)`, through the options fetch gives its sink. */
+    const answer = (remotePath: string, into: string, values: unknown[]) =>
+      answerFromChild(values, into, fetchedFrom(remotePath, false));
+    // Asked for /etc/hostname into a directory, it names the file .bashrc (CVE-2019-6111's trick).
+    const renamed = {
+      t: 'begin',
+      kind: 'file',
+      name: '.bashrc',
+      files: 1,
+      directories: 0,
+      links: 0,
+      bytes: data.length,
+    };
+    await assert.rejects(
+      answer('/etc/hostname', `${home}/`, [renamed, ...fileEntry('', 0o644), { t: 'end' }]),
+      (error: FileTransferError) => error.code === 'ERR_TENDRIL_BAD_ENTRY' && /\.bashrc/.test(error.message),
+    );
+    assert.deepEqual(readdirSync(home), []);
+    // A tree with setuid and world-writable modes, fetched into the existing home directory.
+    const tree = { t: 'begin', kind: 'dir', name: 'x', files: 1, directories: 2, links: 0, bytes: data.length };
+    await answer('/srv/x', home, [
+      tree,
+      { t: 'd', p: '', m: 0o777, mt: 0 },
+      { t: 'd', p: 'sub', m: 0o777, mt: 0 },
+      ...fileEntry('sub/tool', 0o6777),
+      { t: 'end' },
+    ]);
+    const umask = Number.parseInt(
+      /^Umask:\s+([0-7]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '22',
+      8,
+    );
+    assert.equal(
+      statSync(join(home, 'sub', 'tool')).mode & 0o7777,
+      0o777 & ~umask,
+      'no setuid, setgid or sticky bit; the umask applies',
+    );
+    assert.equal(statSync(join(home, 'sub')).mode & 0o7777, 0o777 & ~umask);
+    assert.equal(statSync(home).mode & 0o7777, 0o750, 'the directory fetched into keeps its mode');
+    // Writing into it made its time now; the child's (0) was not applied.
+    assert.ok(statSync(home).mtimeMs > 1_000_000_000, "it is not given the child's time");
+    // File data that does not add up to the total announced is refused.
+    const short = { ...renamed, name: 'hostname', bytes: data.length + 1 };
+    await assert.rejects(
+      answer('/etc/hostname', join(scratch, 'short'), [short, ...fileEntry('', 0o644), { t: 'end' }]),
+      (error: FileTransferError) => error.code === 'ERR_TENDRIL_SIZE_MISMATCH',
+    );
+  });
+
+  test('a read stream destroyed before it is read closes, and the context lets go of the file', async () => {
+    const source = join(scratch, 'unread.bin');
+    randomFile(source, 64 * MiB);
+    const reader = await router.local({ name: 'files-unread' });
+    const stream = reader.createReadStream(source);
+    const opened = () =>
+      readdirSync(`/proc/${reader.info.pid}/fd`).some((fd) => {
+        try {
+          return readlinkSync(`/proc/${reader.info.pid}/fd/${fd}`) === source;
+        } catch {
+          return false;
+        }
+      });
+    // Not read: the context fills its window and waits for credit.
+    await waitFor(opened, 10_000);
+    await sleep(300);
+    const closed = new Promise<string>((resolve) => stream.once('close', () => resolve('closed')));
+    stream.destroy();
+    const stop = new AbortController();
+    const hang = sleep(20_000, 'no close 20 s after destroy()', { signal: stop.signal });
+    hang.catch(() => undefined);
+    try {
+      assert.equal(await Promise.race([closed, hang]), 'closed');
+    } finally {
+      stop.abort();
+    }
+    await waitFor(() => !opened(), 10_000);
+    await reader.shutdown();
+  });
+
+  test('a context shut down in the middle of a copy leaves no temporary file', async () => {
+    const source = join(scratch, 'cut.bin');
+    randomFile(source, 64 * MiB);
+    const into = join(scratch, 'cut');
+    mkdirSync(into);
+    const doomed = await router.local({ name: 'files-doomed' });
+    let shutting: Promise<void> | undefined;
+    const copy = doomed.copy(source, join(into, 'cut.bin'), {
+      onProgress: (p) => {
+        if (p.bytes > 0) shutting ??= doomed.shutdown();
+      },
+    });
+    await assert.rejects(copy);
+    await shutting;
+    assert.deepEqual(readdirSync(into), []);
   });
 
   test('an abort signal stops a copy and a fetch: rejected with its reason, no file, no temporary file', async () => {

@@ -27,6 +27,19 @@ async function produce(out: Sender<Buffer>, count: number, size: number): Promis
   return count;
 }
 
+/** Shipped to a context: sends 0, 1, 2... to `out` until a send rejects, and says how many went and why it stopped. */
+async function sendUntilRefused(out: Sender<number>): Promise<string> {
+  let sent = 0;
+  try {
+    for (;;) {
+      await out.send(sent);
+      sent++;
+    }
+  } catch (error) {
+    return `${sent} sent, then ${(error as Error).name}: ${(error as Error).message}`;
+  }
+}
+
 describe('flow control', { timeout: 120_000 }, () => {
   let router: Router;
   let child: Context;
@@ -192,20 +205,26 @@ describe('flow control', { timeout: 120_000 }, () => {
 
   test('a send to a receiver that was closed rejects with ChannelError, and the loop on the sending side stops', async () => {
     const receiver = new Receiver<number>(router, { highWaterMark: { messages: 2 } });
-    const done = child.call(async (out: Sender<number>) => {
-      let sent = 0;
-      try {
-        for (;;) {
-          await out.send(sent);
-          sent++;
-        }
-      } catch (error) {
-        return `${sent} sent, then ${(error as Error).name}`;
-      }
-    }, receiver.toSender());
+    const done = child.call(sendUntilRefused, receiver.toSender());
     assert.equal(await receiver.get(10_000), 0);
     receiver.close();
-    assert.match(await done, /^\d+ sent, then ChannelError$/);
+    assert.match(await done, /^\d+ sent, then ChannelError: /);
+  });
+
+  test('closing a receiver fails a sender that waits for credit with nothing in flight', async () => {
+    const receiver = new Receiver<number>(router, { highWaterMark: { messages: 2 } });
+    const done = child.call(sendUntilRefused, receiver.toSender());
+    // Nothing is read: both values of the window arrive, and the sender waits for credit.
+    await waitFor(() => receiver.queued === 2, 10_000);
+    receiver.close();
+    const stop = new AbortController();
+    const hang = sleep(20_000, 'still waiting for credit 20 s after the close', { signal: stop.signal });
+    hang.catch(() => undefined);
+    try {
+      assert.match(await Promise.race([done, hang]), /^2 sent, then ChannelError: .*was closed/);
+    } finally {
+      stop.abort();
+    }
   });
 
   test('a Channel carries values both ways, and both loops end', async () => {

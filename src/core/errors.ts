@@ -352,7 +352,8 @@ export class CapturedVariableError extends TypeError {
 export function remoteError(info: RemoteErrorInfo, contextName: string, contextId: number): Error {
   const safe: RemoteErrorInfo = {
     name: typeof info?.name === 'string' ? info.name : 'Error',
-    message: typeof info?.message === 'string' ? info.message : String(info?.message),
+    // Anything else came from a context that does not follow the protocol; String() of it could even throw.
+    message: typeof info?.message === 'string' ? info.message : 'a malformed error (its message is not a string)',
     stack: typeof info?.stack === 'string' ? info.stack : '',
   };
   if (typeof info?.code === 'string') safe.code = info.code;

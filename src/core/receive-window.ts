@@ -1,5 +1,5 @@
 import { encode } from './codec.js';
-import { Message } from './message.js';
+import { FLAG_DEAD, Message } from './message.js';
 import type { Router } from './router.js';
 import { fits, type HighWaterMark } from './window.js';
 
@@ -93,6 +93,17 @@ export class ReceiveWindow {
     this.sources.delete(`${message.src}/${message.replyTo}`);
   }
 
+  /**
+   * Tells every sender still feeding the receiver that it has closed (a
+   * dead message on its credit handle), and forgets them: a sender waiting
+   * for credit, with nothing in flight that would earn a dead reply, would
+   * otherwise wait forever.
+   */
+  closeAll(reason: string): void {
+    for (const source of this.sources.values()) this.tell(source, FLAG_DEAD, reason);
+    this.sources.clear();
+  }
+
   /** Forgets every sender in `contextId`; true when there was one. */
   forgetContext(contextId: number): boolean {
     let found = false;
@@ -122,19 +133,17 @@ export class ReceiveWindow {
     const credit = [source.owedMessages, source.owedBytes];
     source.owedMessages = 0;
     source.owedBytes = 0;
+    this.tell(source, 0, credit);
+  }
+
+  /** Sends `value` to a sender's credit handle: credit, or (flagged dead) why it may send no more. */
+  private tell(source: Source, flags: number, value: unknown): void {
     // A sender that names no credit handle (a raw message) is only counted.
     if (source.creditHandle === 0) return;
     this.router.send(
       new Message(
-        {
-          dst: source.src,
-          src: this.router.id,
-          auth: this.router.id,
-          handle: source.creditHandle,
-          replyTo: 0,
-          flags: 0,
-        },
-        encode(credit),
+        { dst: source.src, src: this.router.id, auth: this.router.id, handle: source.creditHandle, replyTo: 0, flags },
+        encode(value),
       ),
     );
   }

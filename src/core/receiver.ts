@@ -222,10 +222,15 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
     else this.closeWatchers.push(callback);
   }
 
-  /** Stops receiving; pending and later `get()` calls reject with `ChannelError`. */
+  /**
+   * Stops receiving; pending and later `get()` calls reject with
+   * `ChannelError`. The Senders still feeding it are told, so their pending
+   * and later sends reject with `ChannelError` too, also one waiting for credit.
+   */
   close(): void {
     this.closedByUser = true;
     this.router.removeHandler(this.handle);
+    this.window.closeAll(`receiver on handle ${this.handle} in context '${this.router.name}' was closed`);
     this.finish(new ChannelError(this.router.name, this.router.id, `receiver on handle ${this.handle} was closed`));
   }
 

@@ -11,7 +11,7 @@
  * The sink trusts nothing in it: see `receiveInto`.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { promises as fs, type Stats } from 'node:fs';
+import { promises as fs, readFileSync, type Stats, unlinkSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { FileTransferError, fileError } from './errors.js';
 
@@ -119,6 +119,53 @@ export interface SinkOptions {
   onBytes?: (bytes: number) => void;
   /** Called with the (checked) description the sending side sent first. */
   onBegin?: (begin: Begin) => void;
+  /**
+   * The base name the transfer must carry (that of the path asked for):
+   * the sending side cannot pick the name of a file written into a
+   * directory, as a hostile scp server could (CVE-2019-6111).
+   */
+  name?: string;
+  /**
+   * The sending side is not trusted (the master fetching from a child):
+   * modes lose their setuid, setgid and sticky bits and this process's
+   * umask applies, unless `owner` (preserve) asks for them as sent.
+   */
+  untrusted?: boolean;
+}
+
+/**
+ * Temporary files being written in this process. A context told to shut
+ * down exits without waiting for its transfers to fail, so whatever is
+ * still here then is removed as the process exits.
+ */
+const pendingTemporaryFiles = new Set<string>();
+let removingAtExit = false;
+
+function writingTemporaryFile(path: string): void {
+  if (!removingAtExit) {
+    removingAtExit = true;
+    process.on('exit', () => {
+      for (const temp of pendingTemporaryFiles) {
+        try {
+          unlinkSync(temp);
+        } catch {
+          // Already gone.
+        }
+      }
+    });
+  }
+  pendingTemporaryFiles.add(path);
+}
+
+/** This process's umask, read without changing it (`process.umask()` without arguments is deprecated). */
+function currentUmask(): number {
+  try {
+    const match = /^Umask:\s+([0-7]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    if (match) return Number.parseInt(match[1] as string, 8);
+  } catch {
+    // No /proc (not Linux): assume the usual.
+  }
+  return 0o022;
 }
 
 interface Walked {
@@ -314,6 +361,9 @@ class Sink {
   private begin: Begin | undefined;
   private entries = 0;
   private readonly isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  private umask: number | undefined;
+  /** A file of unknown size (a write stream's) was announced. */
+  private unsized = false;
 
   constructor(
     private readonly input: Input,
@@ -324,6 +374,9 @@ class Sink {
 
   async run(): Promise<TransferCounts> {
     const begin = checkBegin(await this.next(), this.bad);
+    if (this.options.name !== undefined && begin.kind !== 'dir' && begin.name !== this.options.name) {
+      throw this.bad(this.target, `it names the file '${begin.name.slice(0, 200)}', not '${this.options.name}'`);
+    }
     this.begin = begin;
     this.options.onBegin?.(begin);
     this.root = await this.destination(begin);
@@ -338,10 +391,19 @@ class Sink {
       else if (isEntry(value, 'l')) await this.link(value);
       else throw this.bad(this.target, 'expected an entry');
     }
+    // A write stream's one file has no size in advance (-1), so neither has the transfer.
+    if (!this.unsized && this.counts.bytes !== begin.bytes) {
+      throw new FileTransferError(
+        'ERR_TENDRIL_SIZE_MISMATCH',
+        this.contextName,
+        this.target,
+        `received ${this.counts.bytes} bytes of file data where ${begin.bytes} were announced`,
+      );
+    }
     // Deepest first, so setting a parent's mtime comes after its children's.
     for (const { path, entry } of this.dirTimes.reverse()) {
       try {
-        await fs.chmod(path, entry.m);
+        await fs.chmod(path, this.modeOf(entry.m));
         await fs.utimes(path, entry.mt / 1000, entry.mt / 1000);
         await this.chown(path, entry, false);
       } catch (error) {
@@ -401,9 +463,11 @@ class Sink {
     if (this.begin?.kind !== 'dir') throw this.bad(this.target, 'a directory in a transfer of one file');
     const path = await this.place(entry.p, false);
     checkMeta(entry, this.bad);
+    let created = true;
     try {
       await fs.mkdir(path, { mode: 0o700 });
     } catch (error) {
+      created = false;
       if ((error as { code?: string }).code !== 'EEXIST')
         throw fileError(error, this.contextName, path, 'cannot create the directory');
       // The root may be a symlink the user named; below it nothing is followed.
@@ -418,7 +482,8 @@ class Sink {
       }
     }
     this.dirs.add(entry.p);
-    this.dirTimes.push({ path, entry });
+    // A directory that was there keeps its mode and time when it is the root (the user's, merged into).
+    if (created || entry.p !== '') this.dirTimes.push({ path, entry });
     this.counts.directories++;
   }
 
@@ -457,6 +522,7 @@ class Sink {
       throw this.bad(path, 'a file where the transfer has none');
     checkMeta(entry, this.bad);
     if (!Number.isSafeInteger(entry.s) || entry.s < -1) throw this.bad(path, 'a file size is not a size');
+    if (entry.s === -1) this.unsized = true;
     const temp = tempName(path);
     let handle: fs.FileHandle;
     try {
@@ -464,6 +530,7 @@ class Sink {
     } catch (error) {
       throw fileError(error, this.contextName, path, 'cannot write');
     }
+    writingTemporaryFile(temp);
     let closed = false;
     try {
       const hash = createHash('sha256');
@@ -505,12 +572,13 @@ class Sink {
         );
       }
       try {
-        await handle.chmod(this.options.mode ?? entry.m);
+        await handle.chmod(this.options.mode ?? this.modeOf(entry.m));
         await handle.utimes(entry.mt / 1000, entry.mt / 1000);
         await this.chown(handle, entry, false);
         closed = true;
         await handle.close();
         await fs.rename(temp, path);
+        pendingTemporaryFiles.delete(temp);
       } catch (error) {
         throw fileError(error, this.contextName, path, 'cannot write');
       }
@@ -519,8 +587,16 @@ class Sink {
     } catch (error) {
       if (!closed) await handle.close().catch(() => undefined);
       await fs.unlink(temp).catch(() => undefined);
+      pendingTemporaryFiles.delete(temp);
       throw error;
     }
+  }
+
+  /** The mode to give what an entry describes (see `SinkOptions.untrusted`). */
+  private modeOf(sent: number): number {
+    if (!this.options.untrusted || this.options.owner) return sent;
+    this.umask ??= currentUmask();
+    return sent & 0o777 & ~this.umask;
   }
 
   /** Applies owner and group when asked and this process is root. */

@@ -3,6 +3,7 @@
  * `router.copy()`: reads or writes on this side, and drives the remote
  * half (remote.ts) through a Channel.
  */
+import { basename } from 'node:path';
 import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, Context, routerOf } from '../../core/context.js';
 import { ChannelError, InvalidOptionError } from '../../core/errors.js';
@@ -186,6 +187,15 @@ export async function copy(
   }
 }
 
+/**
+ * How the master's sink treats what a child sends for `fetch(remotePath)`:
+ * the child may not name the file (it must be `remotePath`'s own name),
+ * nor give it modes the user did not ask for.
+ */
+export function fetchedFrom(remotePath: string, owner: boolean): SinkOptions {
+  return { owner, name: basename(remotePath), untrusted: true };
+}
+
 /** `context.fetch()`. */
 export async function fetch(
   context: Context,
@@ -210,7 +220,7 @@ export async function fetch(
   );
   call.catch(() => undefined);
   const sinkOptions: SinkOptions = {
-    owner: checked.owner,
+    ...fetchedFrom(remotePath, checked.owner),
     onBytes: progress.add,
     onBegin: (begin) => {
       progress.total = begin.bytes;
