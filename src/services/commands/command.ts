@@ -224,6 +224,12 @@ function isOutcome(value: unknown): value is RemoteOutcome {
  * one attached later sees it from then on. Leave a loop with `break` to
  * detach.
  *
+ * So an attached reader paces the command: read it to the end, or break
+ * out of it (or call its `return()`). One that is attached and never read
+ * holds the command, and its result, back for ever; with a `timeout` or a
+ * `signal`, the master gives up `forceKillAfterDelay` plus 5 s after the
+ * deadline or the abort and rejects (as when the context stops answering).
+ *
  * A failing command whose promise nobody awaits is not an unhandled
  * rejection.
  */
@@ -376,12 +382,17 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     this.result.catch(() => {});
   }
 
-  /** Chunks of stdout as they arrive: strings (UTF-8, never split inside a character) or Buffers with `encoding: 'buffer'`. */
+  /**
+   * Chunks of stdout as they arrive: strings (UTF-8, never split inside a
+   * character) or Buffers with `encoding: 'buffer'`. Each iterator made
+   * from it paces the command (flow control): read it to the end or
+   * `break` out of it, else the command, and awaiting it, wait on it.
+   */
   get stdout(): AsyncIterable<T> {
     return { [Symbol.asyncIterator]: () => this.chunks(STDOUT) };
   }
 
-  /** Chunks of stderr as they arrive, as `stdout`. */
+  /** Chunks of stderr as they arrive, as `stdout` (and, like it, read it to the end or `break` out of it). */
   get stderr(): AsyncIterable<T> {
     return { [Symbol.asyncIterator]: () => this.chunks(STDERR) };
   }
@@ -389,6 +400,11 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
   /**
    * Lines of output as they arrive (UTF-8, without their newline; a line
    * longer than 1 MiB comes in pieces).
+   *
+   * The iterator is attached at once and paces the command (flow
+   * control): read it to the end or `break` out of it (`return()`), else
+   * the command, and awaiting it, wait on it. `const it = command.lines();
+   * await command;` never resolves without a `timeout` or `signal`.
    * @param from `'stdout'` (default), `'stderr'`, or `'all'` for both in the order they arrived.
    */
   lines(from: LinesFrom = 'stdout'): AsyncIterableIterator<string> {
