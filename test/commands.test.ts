@@ -69,6 +69,24 @@ function blockedWritingStdout(pid: number): boolean {
   }
 }
 
+/** `promise`, or a rejection if it is still pending after `ms` (so a hang fails the test instead of stalling it). */
+function withLimit<T>(promise: PromiseLike<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const limit = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`still pending after ${ms} ms`)), ms);
+  });
+  return Promise.race([Promise.resolve(promise), limit]).finally(() => clearTimeout(timer));
+}
+
+/** SIGKILLs `pid` if it is still there (a test's own leftovers, when it failed). */
+function reap(pid: number): void {
+  try {
+    if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
+  } catch {
+    // Gone already.
+  }
+}
+
 describe('commands', { timeout: 300_000 }, () => {
   let bed: Testbed;
   let router: Router;
@@ -318,6 +336,45 @@ describe('commands', { timeout: 300_000 }, () => {
         }
       });
 
+      test('the SIGKILL after forceKillAfterDelay reaches a group member that ignores SIGTERM after the leader has gone', async () => {
+        // The leader (sh) dies of SIGTERM; the member ignores it and holds no pipe of the command's.
+        const command = context.exec(
+          'sh',
+          ['-c', '(trap "" TERM; exec sleep 61) >/dev/null 2>&1 & echo $!; sleep 30'],
+          {
+            timeout: 200,
+            forceKillAfterDelay: 300,
+            reject: false,
+          },
+        );
+        let pid = 0;
+        for await (const line of command.lines()) {
+          pid = Number(line);
+          break;
+        }
+        try {
+          const result = await command;
+          assert.equal(result.timedOut, true);
+          await waitGone([pid], 5000);
+        } finally {
+          reap(pid);
+        }
+      });
+
+      test('shutting the context down kills what a finished command left running in its group', async () => {
+        const doomed = await start(`commands-leftover-${kind.split(' ')[0]}`);
+        const { stdout, exitCode } = await doomed.exec('sh', ['-c', 'sleep 62 >/dev/null 2>&1 & echo $!']);
+        const pid = Number(stdout);
+        try {
+          assert.equal(exitCode, 0);
+          assert.ok(isAlive(pid), 'the command left its sleep behind');
+          await doomed.shutdown();
+          await waitGone([pid], 5000);
+        } finally {
+          reap(pid);
+        }
+      });
+
       test('shutting the context down kills the process groups of its commands', async () => {
         const doomed = await start(`commands-doomed-${kind.split(' ')[0]}`);
         const command = doomed.exec('sh', SHELL_AND_SLEEPER);
@@ -328,6 +385,62 @@ describe('commands', { timeout: 300_000 }, () => {
       });
     });
   }
+
+  test('a context that stops answering cannot hold a command past its timeout, nor past an abort', async () => {
+    const wedged = await router.local({ name: 'commands-wedged' });
+    try {
+      await wedged.exec('true'); // the services module is loaded: what follows waits on the command alone
+      process.kill(wedged.info.pid, 'SIGSTOP');
+      const timed = wedged.exec('sleep', ['30'], { timeout: 200, forceKillAfterDelay: 300 });
+      await assert.rejects(withLimit(timed, 30_000), (error: unknown) => {
+        assert.ok(error instanceof CommandError, String(error));
+        assert.equal(error.result.timedOut, true);
+        assert.equal(error.result.failed, true);
+        assert.match(error.message, /timed out after 200 ms.*did not report/);
+        return true;
+      });
+      const controller = new AbortController();
+      const aborted = wedged.exec('sleep', ['30'], { signal: controller.signal, forceKillAfterDelay: 300 });
+      controller.abort();
+      await assert.rejects(withLimit(aborted, 30_000), (error: unknown) => {
+        assert.ok(error instanceof CommandError, String(error));
+        assert.equal(error.result.isCanceled, true);
+        assert.equal(error.result.timedOut, false);
+        return true;
+      });
+      assert.equal(aborted.kill(), false, 'it is over');
+    } finally {
+      process.kill(wedged.info.pid, 'SIGCONT');
+      await wedged.shutdown();
+    }
+  });
+
+  test('an attached reader paces the command: breaking out lets it finish; one never read ends with the timeout', async () => {
+    const context = await router.local({ name: 'commands-readers' });
+    try {
+      const counted = context.exec('seq', ['1', '200000']);
+      for await (const line of counted.lines()) if (line === '10') break;
+      const unread = counted.stdout[Symbol.asyncIterator]();
+      await unread.return?.();
+      const result = await withLimit(counted, 30_000);
+      assert.equal(result.stdout.split('\n').length, 200000);
+      // Attached and never read: the command waits on it until the timeout's backstop gives up.
+      const held = context.exec('yes', { timeout: 200, forceKillAfterDelay: 100, buffer: false });
+      const reader = held.lines();
+      await assert.rejects(withLimit(held, 30_000), (error: unknown) => {
+        assert.ok(error instanceof CommandError, String(error));
+        assert.equal(error.result.timedOut, true);
+        assert.match(error.message, /stopped reading/);
+        return true;
+      });
+      // The reader gets what it was handed, then the error.
+      await assert.rejects(async () => {
+        for await (const _line of reader);
+      }, CommandError);
+    } finally {
+      await context.shutdown();
+    }
+  });
 
   test('when the master is killed, the commands of its child and grandchild die with them', async () => {
     const script = `

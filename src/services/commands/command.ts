@@ -3,6 +3,7 @@ import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, type Context, routerOf } from '../../core/context.js';
 import { ChannelError, ProtocolError } from '../../core/errors.js';
 import { SENDER_CLOSED } from '../../core/send-window.js';
+import { CALL_SETTLED } from '../../core/sender.js';
 import { CommandError } from './errors.js';
 import { LineSplitter, stripFinalNewline } from './lines.js';
 import { type CheckedOptions, type OutputStream, signalName } from './options.js';
@@ -26,6 +27,12 @@ import type { CommandResult } from './result.js';
 const OUTPUT_WINDOW = { messages: 64, bytes: 1024 * 1024 };
 /** The window of a streamed input. */
 const INPUT_WINDOW = { messages: 16, bytes: 1024 * 1024 };
+/**
+ * How long past its deadline (`timeout` plus `forceKillAfterDelay`, or an
+ * abort plus `forceKillAfterDelay`) the master waits for a command to end
+ * before it gives up on the context's word, in ms.
+ */
+export const BACKSTOP_GRACE = 5000;
 
 type Fd = typeof STDOUT | typeof STDERR;
 const STREAM_NAMES: Record<Fd, OutputStream> = { [STDOUT]: 'stdout', [STDERR]: 'stderr' };
@@ -154,6 +161,10 @@ async function* inputChunks(input: AsyncIterable<Uint8Array | string> | Uint8Arr
 
 /** Most chunks an outcome may carry. */
 const MAX_TAIL = 1024;
+/** Most bytes an outcome's tail may carry (the remote half holds at most about 128 KiB). */
+const MAX_TAIL_BYTES = 1024 * 1024;
+/** Longest spawn error message or code taken from a context. */
+const MAX_ERROR_TEXT = 4096;
 
 /** The error a channel's reads end with when the other end closed it: the normal end. */
 function isClosed(error: unknown): boolean {
@@ -176,19 +187,27 @@ function isOutcome(value: unknown): value is RemoteOutcome {
   const o = value as Record<string, unknown>;
   const spawnError = o.spawnError as { code?: unknown; message?: unknown } | undefined;
   return (
-    (o.exitCode === null || (typeof o.exitCode === 'number' && Number.isInteger(o.exitCode))) &&
-    (o.signal === null || typeof o.signal === 'string') &&
+    (o.pid === undefined || (Number.isSafeInteger(o.pid) && (o.pid as number) > 0)) &&
+    (o.exitCode === null ||
+      (Number.isInteger(o.exitCode) && (o.exitCode as number) >= 0 && (o.exitCode as number) <= 255)) &&
+    (o.signal === null || (typeof o.signal === 'string' && /^SIG[A-Z0-9+-]{1,16}$/.test(o.signal))) &&
     typeof o.durationMs === 'number' &&
+    Number.isFinite(o.durationMs) &&
+    o.durationMs >= 0 &&
     typeof o.timedOut === 'boolean' &&
-    typeof o.chunks === 'number' &&
+    Number.isSafeInteger(o.chunks) &&
+    (o.chunks as number) >= 0 &&
     Array.isArray(o.tail) &&
     o.tail.length <= MAX_TAIL &&
     o.tail.every(isOutputChunk) &&
+    o.tail.reduce((bytes: number, chunk: OutputChunk) => bytes + chunk[1].byteLength, 0) <= MAX_TAIL_BYTES &&
     (spawnError === undefined ||
       (typeof spawnError === 'object' &&
         spawnError !== null &&
         typeof spawnError.message === 'string' &&
-        (spawnError.code === undefined || typeof spawnError.code === 'string')))
+        spawnError.message.length <= MAX_ERROR_TEXT &&
+        (spawnError.code === undefined ||
+          (typeof spawnError.code === 'string' && spawnError.code.length <= MAX_ERROR_TEXT))))
   );
 }
 
@@ -204,6 +223,12 @@ function isOutcome(value: unknown): value is RemoteOutcome {
  * attached right after `exec()` (in the same tick) see all of the output;
  * one attached later sees it from then on. Leave a loop with `break` to
  * detach.
+ *
+ * So an attached reader paces the command: read it to the end, or break
+ * out of it (or call its `return()`). One that is attached and never read
+ * holds the command, and its result, back for ever; with a `timeout` or a
+ * `signal`, the master gives up `forceKillAfterDelay` plus 5 s after the
+ * deadline or the abort and rejects (as when the context stops answering).
  *
  * A failing command whose promise nobody awaits is not an unhandled
  * rejection.
@@ -229,6 +254,13 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
   private finished = false;
   private pumpEnded = false;
   private pumpError: unknown;
+  /** When it was made, for the duration of a command given up on. */
+  private readonly started = Date.now();
+  /** Set once the master has given up waiting on the context (see `BACKSTOP_GRACE`). */
+  private gaveUp = false;
+  /** Resolves when the master gives up: the pump stops waiting on its readers. */
+  private readonly halted: Promise<void>;
+  private halt: () => void = () => {};
 
   /** Made by `context.exec()`. */
   constructor(context: Context, file: string, args: readonly string[], options: CheckedOptions) {
@@ -236,6 +268,9 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     this.command = commandLine(file, args);
     this.options = options;
     this.liveLines = options.onOutput ? { [STDOUT]: new LineSplitter(), [STDERR]: new LineSplitter() } : undefined;
+    this.halted = new Promise((resolve) => {
+      this.halt = resolve;
+    });
     const { signal } = options;
     if (signal?.aborted) {
       // Never started: nothing to kill, nothing to read.
@@ -280,15 +315,39 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
         killSignal: options.killSignal,
         forceKillAfterDelay: options.forceKillAfterDelay,
       };
+      // Ends the call's wait when the master gives up on the context.
+      const release = new AbortController();
       const call = context[CALL_SERVICE](
         'exec',
         inputChannel ? [request, channel.otherEnd(), inputChannel.otherEnd()] : [request, channel.otherEnd()],
-        {},
+        { signal: release.signal },
         `exec ${this.command}`,
       );
+      // The master's own bound: the timeout and kills run in the context,
+      // and a context that stops answering (or a reader that stops reading)
+      // must not hold the command for ever once its deadline has passed.
+      let backstop: ReturnType<typeof setTimeout> | undefined;
+      let outcomeArrived = false;
+      let backstopAt = Number.POSITIVE_INFINITY;
+      let giveUp: (result: Promise<CommandResult<T>>) => void = () => {};
+      const abandoned = new Promise<CommandResult<T>>((resolve) => {
+        giveUp = resolve;
+      });
+      const arm = (cause: 'timeout' | 'abort', after: number) => {
+        const at = Date.now() + after;
+        if (this.finished || at >= backstopAt) return;
+        backstopAt = at;
+        if (backstop) clearTimeout(backstop);
+        backstop = setTimeout(() => giveUp(this.abandon(cause, after, outcomeArrived)), after);
+        // Unref'd: while the call is in flight the router keeps the process alive.
+        backstop.unref?.();
+      };
+      const force = options.forceKillAfterDelay ?? 0;
+      if (options.timeout !== undefined) arm('timeout', options.timeout + force + BACKSTOP_GRACE);
       const onAbort = () => {
         this.canceled = true;
         this.killGroup(options.killSignal);
+        arm('abort', force + BACKSTOP_GRACE);
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       if (inputChannel && input !== undefined) {
@@ -298,27 +357,42 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
         if (!isOutcome(value)) {
           throw new ProtocolError('exec', context.name, 'its result is not the shape of a command outcome');
         }
+        outcomeArrived = true;
         return value;
       });
       const pumped = this.pump(channel, outcome);
-      this.result = Promise.all([outcome, pumped])
-        .then(([value]) => this.conclude(value))
-        .finally(() => {
-          this.finished = true;
-          signal?.removeEventListener('abort', onAbort);
-          channel.close();
-          inputChannel?.close();
-        });
+      const concluded = Promise.all([outcome, pumped]).then(([value]) => this.conclude(value));
+      concluded.catch(() => {});
+      this.result = Promise.race([concluded, abandoned]).finally(() => {
+        this.finished = true;
+        if (backstop) clearTimeout(backstop);
+        signal?.removeEventListener('abort', onAbort);
+        if (this.gaveUp || !this.pumpEnded) {
+          // Given up on, or the context's answer was malformed: release the
+          // call, both directions of the channels and the readers, now.
+          this.halt();
+          release.abort();
+          channel[CALL_SETTLED]();
+          inputChannel?.[CALL_SETTLED]();
+        }
+        channel.close();
+        inputChannel?.close();
+      });
     }
     this.result.catch(() => {});
   }
 
-  /** Chunks of stdout as they arrive: strings (UTF-8, never split inside a character) or Buffers with `encoding: 'buffer'`. */
+  /**
+   * Chunks of stdout as they arrive: strings (UTF-8, never split inside a
+   * character) or Buffers with `encoding: 'buffer'`. Each iterator made
+   * from it paces the command (flow control): read it to the end or
+   * `break` out of it, else the command, and awaiting it, wait on it.
+   */
   get stdout(): AsyncIterable<T> {
     return { [Symbol.asyncIterator]: () => this.chunks(STDOUT) };
   }
 
-  /** Chunks of stderr as they arrive, as `stdout`. */
+  /** Chunks of stderr as they arrive, as `stdout` (and, like it, read it to the end or `break` out of it). */
   get stderr(): AsyncIterable<T> {
     return { [Symbol.asyncIterator]: () => this.chunks(STDERR) };
   }
@@ -326,6 +400,11 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
   /**
    * Lines of output as they arrive (UTF-8, without their newline; a line
    * longer than 1 MiB comes in pieces).
+   *
+   * The iterator is attached at once and paces the command (flow
+   * control): read it to the end or `break` out of it (`return()`), else
+   * the command, and awaiting it, wait on it. `const it = command.lines();
+   * await command;` never resolves without a `timeout` or `signal`.
    * @param from `'stdout'` (default), `'stderr'`, or `'all'` for both in the order they arrived.
    */
   lines(from: LinesFrom = 'stdout'): AsyncIterableIterator<string> {
@@ -446,6 +525,7 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
         }
         received++;
         await this.take(step.value);
+        if (this.gaveUp) return;
       }
       for (const chunk of (await outcome.catch(() => undefined))?.tail ?? []) await this.take(chunk);
       if (this.liveLines) {
@@ -453,7 +533,7 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
         this.tell(STDERR, this.liveLines[STDERR].end());
       }
     } catch (error) {
-      this.pumpError = error;
+      this.pumpError ??= error;
       this.failure ??= error;
       this.killGroup('SIGKILL');
     } finally {
@@ -477,7 +557,7 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     const feeds = [...this.feeds];
     for (const feed of feeds) feed.push(fd, chunk);
     const waiting = feeds.filter((feed) => feed.busy);
-    if (waiting.length > 0) await Promise.all(waiting.map((feed) => feed.idle()));
+    if (waiting.length > 0) await Promise.race([Promise.all(waiting.map((feed) => feed.idle())), this.halted]);
   }
 
   /** Keeps a chunk for the result, up to `maxBuffer` per stream; past it, kills the command. */
@@ -571,8 +651,51 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
       how = `exit code ${outcome.exitCode}`;
     }
     if (how === undefined) return result;
+    return this.failed(result, how, advice);
+  }
+
+  /** `result` marked failed: returned with `reject: false`, else thrown as a CommandError. */
+  private failed(result: CommandResult<T>, how: string, advice: string): CommandResult<T> {
     result.failed = true;
-    if (!options.reject) return result;
+    if (!this.options.reject) return result;
     throw new CommandError<T>(result, this.context.name, how, advice);
+  }
+
+  /**
+   * The master gives up on the command `after` ms past its timeout or
+   * abort: it tells the context to SIGKILL the group (if it still listens),
+   * ends the readers with the error, and settles with what it has.
+   * @param arrived whether the context's outcome came (then only a reader held it back).
+   */
+  private abandon(cause: 'timeout' | 'abort', after: number, arrived: boolean): Promise<CommandResult<T>> {
+    this.gaveUp = true;
+    this.killGroup('SIGKILL');
+    const result: CommandResult<T> = {
+      command: this.command,
+      stdout: this.output(STDOUT),
+      stderr: this.output(STDERR),
+      exitCode: undefined,
+      signal: undefined,
+      durationMs: Date.now() - this.started,
+      failed: true,
+      timedOut: cause === 'timeout',
+      isCanceled: this.canceled,
+      isMaxBuffer: this.overflowed !== undefined,
+    };
+    const waited = cause === 'timeout' ? after - (this.options.timeout as number) : after;
+    const why = arrived
+      ? `its output was still unread ${waited} ms later`
+      : `the context did not report its end within ${waited} ms more`;
+    const how =
+      cause === 'timeout' ? `timed out after ${this.options.timeout} ms, and ${why}` : `was aborted, and ${why}`;
+    const advice =
+      'a reader of its output (command.lines(), stdout or stderr) that stopped reading holds it back: read it to the end or break out of the loop' +
+      (arrived ? '' : '; else the context is unresponsive');
+    const error = new CommandError<T>(result, this.context.name, how, advice);
+    this.pumpError = error;
+    for (const feed of this.feeds) feed.end(error);
+    this.feeds.clear();
+    this.halt();
+    return this.options.reject ? Promise.reject(error) : Promise.resolve(result);
   }
 }

@@ -5,8 +5,9 @@
  * a command whose output nobody reads blocks on write, as it would in a
  * shell pipeline, instead of filling memory here.
  *
- * Every group still running is killed when this context shuts down or its
- * process exits, so no command outlives the context that started it.
+ * Every group still there is killed when this context shuts down or its
+ * process exits, a finished command's included when processes it started
+ * stayed in it, so no command outlives the context that started it.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { constants } from 'node:os';
@@ -25,11 +26,27 @@ const CONTROL_DELAY = 20;
 /** A command whose process group may still have members. */
 interface Running {
   pid: number;
-  /** Resolves once its stdio has closed and it has exited. */
-  closed: Promise<void>;
+  /** Its leader has exited and its stdio closed; members it started may still be there. */
+  closed: boolean;
+  /** Resolves when `closed` becomes true. */
+  whenClosed: Promise<void>;
 }
 
+/**
+ * Every group that may still have members: a command's entry stays after
+ * the command has ended, while processes it left in its group live on, so
+ * the shutdown and exit hooks reach them too. Dead groups are pruned on
+ * new commands (amortized: when the set has doubled), by a sweep while
+ * some are left over, and at shutdown, so the set stays as small as the
+ * groups really there.
+ */
 const running = new Set<Running>();
+/** Size of `running` at which a new command prunes it first. */
+let pruneAt = 64;
+/** Prunes `running` now and then while finished commands' groups linger. */
+let sweeper: ReturnType<typeof setInterval> | undefined;
+/** How often the sweeper runs, in ms. */
+const SWEEP_MS = 1000;
 let hooked = false;
 
 /** Sends `signal` to the process group `pid` leads; false when the group is gone. */
@@ -42,10 +59,39 @@ function killGroup(pid: number, signal: string): boolean {
   }
 }
 
+/** False once no process is left in the group `pid` leads. */
+function groupAlive(pid: number): boolean {
+  try {
+    process.kill(-pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: members are there, only not ours to signal.
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
+
+/** Forgets the finished commands whose groups are gone. */
+function prune(): void {
+  for (const command of running) if (command.closed && !groupAlive(command.pid)) running.delete(command);
+  let lingering = false;
+  for (const command of running) lingering ||= command.closed;
+  if (!lingering && sweeper) {
+    clearInterval(sweeper);
+    sweeper = undefined;
+  }
+}
+
+/** Sweeps lingering groups until none are left; unref'd, so it never keeps the context alive. */
+function sweepLater(): void {
+  if (sweeper) return;
+  sweeper = setInterval(prune, SWEEP_MS);
+  sweeper.unref();
+}
+
 /**
- * On first use: kill every group still running when the context shuts
- * down (SIGTERM, then SIGKILL after the shutdown's grace) and, whatever
- * ends the process, as it exits.
+ * On first use: kill every group still there when the context shuts down
+ * (SIGTERM, then SIGKILL once the commands have ended or the shutdown's
+ * grace has passed) and, whatever ends the process, as it exits.
  */
 function hookShutdown(): void {
   if (hooked) return;
@@ -54,12 +100,15 @@ function hookShutdown(): void {
     for (const command of running) killGroup(command.pid, 'SIGKILL');
   });
   contextRuntime().broker.addCleanup(async (grace) => {
+    prune();
     const commands = [...running];
     if (commands.length === 0) return;
     for (const command of commands) killGroup(command.pid, 'SIGTERM');
+    // Not until the groups are gone: an orphaned member is a zombie, still
+    // in its group, until init reaps it, which may take a while.
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([
-      Promise.all(commands.map((command) => command.closed)),
+      Promise.all(commands.map((command) => command.whenClosed)),
       new Promise((resolve) => {
         timer = setTimeout(resolve, grace);
       }),
@@ -91,6 +140,10 @@ export function exec(
   input?: Channel<never, Uint8Array>,
 ): Promise<RemoteOutcome> {
   hookShutdown();
+  if (running.size >= pruneAt) {
+    prune();
+    pruneAt = Math.max(64, 2 * running.size);
+  }
   const started = Date.now();
   const piped = request.input !== undefined || request.streamedInput;
   const env = request.extendEnv ? Object.assign({}, process.env, request.env) : (request.env ?? {});
@@ -130,11 +183,14 @@ export function exec(
     const pid = child.pid;
     if (pid === undefined) return;
     let closedResolve: () => void = () => {};
-    const entry: Running = { pid, closed: new Promise<void>((r) => (closedResolve = r)) };
+    const entry: Running = { pid, closed: false, whenClosed: new Promise<void>((r) => (closedResolve = r)) };
     running.add(entry);
     child.on('close', (code: number | null, signal: string | null) => {
-      running.delete(entry);
+      // Kept while processes it started stay in its group (`running`).
+      entry.closed = true;
       closedResolve();
+      if (groupAlive(pid)) sweepLater();
+      else running.delete(entry);
       finish({ exitCode: code, signal });
     });
 
@@ -142,8 +198,11 @@ export function exec(
       if (done || !isSignal(signal)) return;
       killGroup(pid, signal);
       if (forceAfter !== null && signal !== 'SIGKILL') {
-        const timer = setTimeout(() => killGroup(pid, 'SIGKILL'), forceAfter);
-        timers.push(timer);
+        // Not cleared when the command ends: a member that ignores `signal`
+        // outlives the leader, and the group is what it aims at (gone, the
+        // kill fails harmlessly). Unref'd: it must not hold the context up.
+        const force = setTimeout(() => killGroup(pid, 'SIGKILL'), forceAfter);
+        force.unref();
       }
     };
     if (request.timeout !== undefined) {
