@@ -142,19 +142,26 @@ export async function teeToChildren(
       'the transfer stopped before its end (the sending side failed, was aborted, or went away)',
     );
   });
-  return settled.map((outcome): Outcome => {
-    if (outcome.ok) return { ok: true, result: outcome.value };
-    const interrupted = outcome.error instanceof ChannelError || isInterrupted(outcome.error);
-    return {
-      ok: false,
-      error: toRemoteErrorInfo(sourceError !== undefined && interrupted ? sourceError : outcome.error),
-    };
-  });
+  return settled.map(
+    (outcome): Outcome =>
+      outcome.ok
+        ? { ok: true, result: outcome.value }
+        : { ok: false, error: toRemoteErrorInfo(blame(outcome.error, sourceError)) },
+  );
 }
 
 /** True for the error of a target whose sending side stopped early. */
-export function isInterrupted(error: unknown): boolean {
+function isInterrupted(error: unknown): boolean {
   return error instanceof FileTransferError && error.code === 'ERR_TENDRIL_TRANSFER_INTERRUPTED';
+}
+
+/**
+ * The error to report for a receiving side that failed with `error`: the
+ * sending side's own failure when the receiver only saw the transfer stop
+ * (its channel closed, or the data ended early), else `error` itself.
+ */
+export function blame(error: unknown, sourceError: unknown): unknown {
+  return sourceError !== undefined && (isInterrupted(error) || error instanceof ChannelError) ? sourceError : error;
 }
 
 /** An outcome from an intermediate, checked (it is untrusted), as a result or an error. */

@@ -29,6 +29,11 @@ export class Progress {
     this.bytes += bytes;
   };
 
+  /** Takes the total from a transfer's description, once it is known. */
+  readonly begin = (begin: { bytes: number }): void => {
+    this.total = begin.bytes;
+  };
+
   /** Stops the timer; reports once more when the transfer succeeded. */
   finish(succeeded: boolean): void {
     if (this.timer) clearInterval(this.timer);

@@ -6,12 +6,12 @@
 import { basename } from 'node:path';
 import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, Context, routerOf } from '../../core/context.js';
-import { ChannelError, InvalidOptionError } from '../../core/errors.js';
-import { optionsObject } from '../../core/options.js';
+import { InvalidOptionError } from '../../core/errors.js';
+import { abortSignal, optionsObject } from '../../core/options.js';
 import type { Router as CoreRouter } from '../../core/router.js';
 import { CALL_SETTLED } from '../../core/sender.js';
 import { FileTransferError, fileError } from './errors.js';
-import { checkOutcome, isCounts, isInterrupted, type Leg, openLeg, runLegs, type TargetRef } from './fan-out.js';
+import { blame, checkOutcome, isCounts, type Leg, openLeg, runLegs, type TargetRef } from './fan-out.js';
 import { Progress, type TransferProgress } from './progress.js';
 import { type Output, receiveInto, type SinkOptions, sendPath, type TransferCounts, type Value } from './protocol.js';
 import type { RemoteSinkOptions } from './remote.js';
@@ -79,9 +79,7 @@ function checkOptions(options: TransferOptions | undefined, where: string): Chec
   if (onProgress !== undefined && typeof onProgress !== 'function') {
     throw new InvalidOptionError('onProgress', where, 'a function', onProgress);
   }
-  if (signal !== undefined && (typeof signal !== 'object' || signal === null || typeof signal.aborted !== 'boolean')) {
-    throw new InvalidOptionError('signal', where, 'an AbortSignal', signal);
-  }
+  abortSignal(signal, 'signal', where);
   const owner = preserve === true || (typeof preserve === 'object' && preserve?.owner === true);
   return { owner, mode, onProgress, signal };
 }
@@ -126,7 +124,7 @@ function resultOf(counts: TransferCounts, started: number): TransferResult {
 /** The counts a child returned, checked. */
 function checkedCounts(value: unknown, context: Context, path: string): TransferCounts {
   if (isCounts(value)) return value;
-  throw new FileTransferError('ERR_TENDRIL_BAD_ENTRY', context.name, path, 'the context returned a malformed result');
+  throw checkedCountsError(context, path);
 }
 
 /** `sendPath` from the master into `out`, stopped by the signal. */
@@ -141,9 +139,7 @@ function sourceOf(
     const sending = sendPath(localPath, out, core.name, {
       owner: checked.owner,
       onBytes: progress.add,
-      onBegin: (begin) => {
-        progress.total = begin.bytes;
-      },
+      onBegin: progress.begin,
     });
     // When the abort wins, the send that was waiting fails once the channel closes.
     sending.catch(() => undefined);
@@ -222,9 +218,7 @@ export async function fetch(
   const sinkOptions: SinkOptions = {
     ...fetchedFrom(remotePath, checked.owner),
     onBytes: progress.add,
-    onBegin: (begin) => {
-      progress.total = begin.bytes;
-    },
+    onBegin: progress.begin,
   };
   if (checked.mode !== undefined) sinkOptions.mode = checked.mode;
   const sink = receiveInto(channel[Symbol.asyncIterator](), localPath, core.name, sinkOptions);
@@ -241,8 +235,7 @@ export async function fetch(
         () => undefined,
         (reason: unknown) => reason,
       );
-      if (remote !== undefined && (isInterrupted(error) || error instanceof ChannelError)) throw remote;
-      throw error;
+      throw blame(error, remote);
     }
     await call;
     const result = resultOf(counts, started);
@@ -317,9 +310,11 @@ export async function copyToMany(
     );
     const outcomes = new Map<Context, CopyOutcome>();
     const fail = (context: Context, error: unknown) => {
-      const reason =
-        sourceError !== undefined && (isInterrupted(error) || error instanceof ChannelError) ? sourceError : error;
-      outcomes.set(context, { context, status: 'rejected', reason: asError(reason, context, remotePath) });
+      outcomes.set(context, {
+        context,
+        status: 'rejected',
+        reason: asError(blame(error, sourceError), context, remotePath),
+      });
     };
     legs.forEach(({ targets, direct }, i) => {
       const outcome = settled[i] as { ok: true; value: unknown } | { ok: false; error: unknown };
