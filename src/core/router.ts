@@ -549,6 +549,7 @@ export class Router extends EventEmitter<RouterEvents> {
   }
 
   private admits(message: Message, inStream: Stream): boolean {
+    if (inStream.authority !== undefined) return this.admitsPeer(message, inStream, inStream.authority);
     if (this.expectedStream(message.auth) !== inStream) {
       this.forged(message, inStream, 'auth', message.auth);
       return false;
@@ -557,6 +558,24 @@ export class Router extends EventEmitter<RouterEvents> {
       this.forged(message, inStream, 'src', message.src);
       return false;
     }
+    return true;
+  }
+
+  /**
+   * A message from a listener peer: it may claim only its own ID, and it
+   * then acts with `authority` (the parent/ancestor checks of every context
+   * on its way see the master).
+   */
+  private admitsPeer(message: Message, inStream: Stream, authority: number): boolean {
+    if (message.src !== inStream.remoteId) {
+      this.forged(message, inStream, 'src', message.src);
+      return false;
+    }
+    if (message.auth !== message.src && message.auth !== authority) {
+      this.forged(message, inStream, 'auth', message.auth);
+      return false;
+    }
+    message.auth = authority;
     return true;
   }
 
