@@ -224,6 +224,29 @@ describe('router.listen() and connect()', () => {
     }
   });
 
+  test('without perl to read credentials, listen() fails at once and says so', async () => {
+    const script = `import('tendril').then(async ({ Router }) => {
+      const router = new Router();
+      try { await router.listen(${JSON.stringify(join(scratch, 'noperl', 'x.sock'))}); console.log('listening'); }
+      catch (error) { console.log(error.code + ': ' + error.message); }
+      await router.shutdown();
+    })`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: ROOT,
+      env: { ...process.env, PATH: '/nonexistent' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout?.setEncoding('utf8').on('data', (text: string) => {
+      out += text;
+    });
+    await exited(child);
+    assert.match(
+      out,
+      /^ERR_TENDRIL_LISTENER: cannot listen on .*: perl is not installed; the listener reads its peers' credentials/,
+    );
+  });
+
   test('a malformed hello is refused and the listener carries on', async () => {
     const refusals: string[] = [];
     const onRefuse = (reason: string) => refusals.push(reason);

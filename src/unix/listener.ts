@@ -9,7 +9,7 @@ import { Stream } from '../core/stream.js';
 import type { MasterRouter } from '../master/master-router.js';
 import { ListenerError } from './errors.js';
 import { readHello, refusalMessage, welcomeMessage } from './hello.js';
-import { type PeerCredentials, peerCredentials } from './peer-credentials.js';
+import { checkPeerCredentials, type PeerCredentials, peerCredentials } from './peer-credentials.js';
 import { prepareSocketPath } from './socket-path.js';
 
 const debug = logger('listener');
@@ -105,6 +105,9 @@ export class Listener extends EventEmitter<ListenerEvents> {
     };
     if (core.isShutDown) throw new ListenerError(path, `router '${core.name}' has been shut down; create a new Router`);
     const absolute = await prepareSocketPath(path);
+    await checkPeerCredentials().catch((error: Error) => {
+      throw new ListenerError(absolute, `cannot listen on ${absolute}: ${error.message}`);
+    });
     const server = createServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', (error: NodeJS.ErrnoException) =>

@@ -74,3 +74,39 @@ export function peerCredentials(socket: Socket): Promise<PeerCredentials> {
     });
   });
 }
+
+/**
+ * Resolves when peers' credentials can be read here (perl is installed and
+ * knows SO_PEERCRED), so a listener fails as it opens rather than refusing
+ * every process later.
+ * @throws Error saying what is missing.
+ */
+export function checkPeerCredentials(): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('perl', ['-MSocket', '-e', 'SO_PEERCRED(); print "ok"'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      out += text;
+    });
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      err += text;
+    });
+    child.on('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        new Error(
+          error.code === 'ENOENT'
+            ? "perl is not installed; the listener reads its peers' credentials (SO_PEERCRED) with it: install perl (on Debian, the essential package perl-base)"
+            : `perl could not be run to read peers' credentials: ${error.message}`,
+        ),
+      ),
+    );
+    child.on('close', () => {
+      if (out === 'ok') resolve();
+      else
+        reject(
+          new Error(`this system cannot report a UNIX socket peer's credentials (SO_PEERCRED, Linux): ${err.trim()}`),
+        );
+    });
+  });
+}
