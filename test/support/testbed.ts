@@ -335,3 +335,34 @@ export async function startTestbed(): Promise<Testbed> {
     },
   };
 }
+
+/**
+ * Makes `home` a scratch home directory whose ~/.ssh/config maps the hosts
+ * `web1` and `web2` to the test bed's sshd, logging in as `account`
+ * (default: the docs account, which may sudo with its password), so
+ * examples can be run as written.
+ * @returns an environment for running them: HOME set, no agent, no DEBUG, and
+ *   `SUDO_PASSWORD` the account's password.
+ */
+export function sshHome(bed: Testbed, home: string, account: Account = bed.accounts.docs): NodeJS.ProcessEnv {
+  mkdirSync(join(home, '.ssh'), { recursive: true, mode: 0o700 });
+  const knownHosts = join(home, '.ssh', 'known_hosts');
+  writeFileSync(knownHosts, readFileSync(bed.knownHosts));
+  writeFileSync(
+    join(home, '.ssh', 'config'),
+    [
+      'Host web1 web2',
+      '  HostName 127.0.0.1',
+      `  Port ${bed.port}`,
+      `  User ${account.name}`,
+      `  IdentityFile ${bed.keyFile}`,
+      `  UserKnownHostsFile ${knownHosts}`,
+      '',
+    ].join('\n'),
+    { mode: 0o600 },
+  );
+  const env: NodeJS.ProcessEnv = { ...process.env, HOME: home, SUDO_PASSWORD: account.password };
+  delete env.SSH_AUTH_SOCK;
+  delete env.DEBUG;
+  return env;
+}
