@@ -431,6 +431,7 @@ const FIELDS = new Set([
   'names',
   'handleName',
   'option',
+  'target',
 ]);
 
 /** The data fields of a tendril error worth sending: strings, numbers, booleans and lists of strings. */
