@@ -497,6 +497,7 @@ const FIELDS = new Set([
   'method',
   'caller',
   'callerId',
+  'target',
 ]);
 
 /** The data fields of a tendril error worth sending: strings, numbers, booleans and lists of strings. */
