@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { type Context, connect, type Listener, ListenerError, Router, type RouterWarning } from 'tendril';
+import { Context, connect, type Listener, ListenerError, Router, type RouterWarning, serviceName } from 'tendril';
 import { encodeFrame } from '#dist/core/framing.js';
 import { Message } from '#dist/core/message.js';
 import { BOOT, CALL_FUNCTION } from '#dist/core/protocol/handles.js';
@@ -106,6 +106,72 @@ describe('router.listen() and connect()', () => {
       }
     } finally {
       listener.off('join', onJoin);
+    }
+  });
+
+  test("workers share the master's pool: one context per target, released when they leave", async () => {
+    const target = { method: 'local', name: 'pooled-by-workers' };
+    const before = router.pool.stats();
+    let left = 0;
+    const allLeft = new Promise<void>((resolve) => {
+      const onLeave = () => {
+        if (++left < 4) return;
+        listener.off('leave', onLeave);
+        resolve();
+      };
+      listener.on('leave', onLeave);
+    });
+    const outcomes = await Promise.all(
+      [1, 2, 3, 4].map(() => runWorker([socket, 'acquire', JSON.stringify(target), '3'])),
+    );
+    const reports = outcomes.map(
+      (lines) => lines[0] as { contextId: number; label: string; pids: number[]; listed: number[] },
+    );
+    const contextIds = new Set(reports.map((report) => report.contextId));
+    assert.equal(contextIds.size, 1, 'every worker got the same context');
+    const after = router.pool.stats();
+    assert.equal(after.misses - before.misses, 1, 'one start for four workers');
+    assert.equal(after.hits - before.hits, 3);
+    for (const report of reports) {
+      assert.equal(report.label, 'local name=pooled-by-workers');
+      assert.equal(new Set(report.pids).size, 1);
+      assert.ok(report.listed.includes(report.contextId), 'contexts() lists what the master holds');
+      assert.ok(report.listed.includes(held.id));
+    }
+    // The workers left without releasing: the master released their leases when they left.
+    await allLeft;
+    assert.equal(router.pool.stats().contexts, before.contexts + 1);
+    assert.equal(router.pool.stats().idle, before.idle + 1, 'no lease holds the context any more');
+    const lease = await router.pool.acquire(target as never);
+    try {
+      assert.equal(lease.context.id, [...contextIds][0], 'the master reuses it too');
+      assert.equal(router.pool.stats().contexts, after.contexts);
+    } finally {
+      lease.release();
+    }
+  });
+
+  test("the master calls a worker's service; a worker cannot use another's listener service", async () => {
+    const { child, first } = await startWorker([socket, 'serve']);
+    try {
+      const workerId = first.id as number;
+      const worker = listener.peers.find((peer) => peer.id === workerId);
+      assert.ok(worker);
+      const echo = serviceName<{ echo(text: string): string }>('echo');
+      const context = new Context(router, workerId, worker.name, 0, {
+        pid: worker.pid,
+        nodeVersion: '',
+        hostname: '',
+        platform: '',
+        arch: '',
+      });
+      assert.equal(await context.callService(echo, 'echo', 'hi'), `${worker.name} says hi`);
+      const [stolen] = (await runWorker([socket, 'steal', String(workerId)])) as [{ code: string; message: string }];
+      assert.equal(stolen.code, 'ERR_TENDRIL_SERVICE_REFUSED', JSON.stringify(stolen));
+      assert.match(stolen.message, /refused by policy/);
+    } finally {
+      child.kill('SIGKILL');
+      await exited(child);
     }
   });
 

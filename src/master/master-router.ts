@@ -84,6 +84,8 @@ export class MasterRouter extends CoreRouter {
   private codeCache: { data: Uint8Array | undefined } | undefined;
   private readonly responder: ModuleResponder;
   private readonly preparer = callPreparer();
+  /** Contexts started from here, by ID, until they leave the tree (for listener peers: `worker.contexts()`). */
+  private readonly started = new Map<number, Context>();
   private readonly base: string | undefined;
 
   /**
@@ -129,6 +131,7 @@ export class MasterRouter extends CoreRouter {
       moduleBase: baseDirectory(this.base),
       onChildLog: (record) => this.emitLog(record),
     };
+    this.on('disconnect', (contextId) => this.started.delete(contextId));
     serve(this, FORWARD_LOG_SPEC, ([contextId, , text], _message, stream) =>
       this.onForwardLog(contextId, text, stream),
     );
@@ -150,7 +153,7 @@ export class MasterRouter extends CoreRouter {
       await this.refuseIfClosing(info.id);
       // Module analysis starts its helper now, after the child is up, not competing with its start.
       setImmediate(() => this.responder.warm());
-      return new Context(this, info.id, info.name, this.id, info);
+      return this.keep(new Context(this, info.id, info.name, this.id, info));
     }
     if (methods[method.name] !== method) {
       throw new TypeError(
@@ -172,7 +175,23 @@ export class MasterRouter extends CoreRouter {
       );
     }
     await this.refuseIfClosing(info.id);
-    return new Context(this, info.id, info.name, via.id, info);
+    return this.keep(new Context(this, info.id, info.name, via.id, info));
+  }
+
+  /** Records a context this master started, until it leaves the tree. */
+  private keep(context: Context): Context {
+    if (this.hasRoute(context.id)) this.started.set(context.id, context);
+    return context;
+  }
+
+  /** The contexts this master started (directly or via another) that are still in the tree. */
+  startedContexts(): Context[] {
+    return [...this.started.values()];
+  }
+
+  /** The context this master started with ID `id`, while it is in the tree. */
+  startedContext(id: number): Context | undefined {
+    return this.started.get(id);
   }
 
   /** A new context ID for a peer that joins over a listener (src/unix). */

@@ -7,10 +7,14 @@ import { logger } from '../core/log.js';
 import { milliseconds, optionsObject } from '../core/options.js';
 import { Receiver, type ReceiverOptions } from '../core/receiver.js';
 import { Router as CoreRouter, type PreparedCall, ROUTER_SWITCH, type RouterWarning } from '../core/router.js';
+import { type ServiceName, type ServiceOptions, serviceName } from '../core/services.js';
 import { Stream } from '../core/stream.js';
 import { callPreparer } from '../master/prepare-call.js';
+import { MAX_VIA_DEPTH, type PoolTarget } from '../services/pool/index.js';
+import { serviceRegistry } from '../services/service/registry.js';
 import { ListenerError } from './errors.js';
 import { HELLO_VERSION, helloMessage, isPeerName, readWelcome, type Welcome } from './hello.js';
+import { type AcquiredRecord, type ContextRecord, type PeerApi, peerServiceName } from './peer-service.js';
 
 const debug = logger('listener');
 
@@ -20,6 +24,35 @@ export interface ConnectOptions {
   name?: string;
   /** Milliseconds to wait for the master's welcome. Default 10000. */
   connectTimeout?: number;
+}
+
+/** A target as a joined process names it: a `via` is a target or a `Context` of the master's tree. */
+export type WorkerTarget = DistributiveOmit<PoolTarget, 'via'> & { via?: WorkerTarget | Context };
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** Options of `worker.acquire()`. */
+export interface WorkerAcquireOptions {
+  /** A context for this lease alone, closed when it is released. */
+  unique?: boolean;
+  /** Milliseconds to wait (for room in the pool and for connecting) before rejecting with `TimeoutError`. */
+  timeout?: number;
+  /** Stops waiting when it aborts; a context the master acquires meanwhile is given back. */
+  signal?: AbortSignal;
+}
+
+/** A context held from the master's pool by a joined process, until `release()`. */
+export interface WorkerLease {
+  /** The context, for calls from this process. */
+  readonly context: Context;
+  /** The target's key in the master's pool. */
+  readonly key: string;
+  /** How the pool names the target, e.g. `'ssh:deploy@web1:22'`. */
+  readonly label: string;
+  /** Gives the context back to the master's pool (it stays open there). Idempotent. */
+  release(): void;
+  /** `using lease = await worker.acquire(...)` releases it at the end of the scope. */
+  [Symbol.dispose](): void;
 }
 
 /** Events of a `WorkerRouter`. */
@@ -61,6 +94,10 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
   readonly master: Context;
   readonly #core: PeerSwitch;
   readonly #stream: Stream;
+  /** The master, untyped, for the listener's own service. */
+  readonly #peer: Context;
+  readonly #service: ServiceName<PeerApi>;
+  #tokens = 1;
   #closed: string | undefined;
 
   /** Made by `connect()`. */
@@ -69,6 +106,8 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
     this.#core = core;
     this.#stream = stream;
     this.master = new Context(core, 0, welcome.masterName, -1, welcome.masterInfo);
+    this.#peer = this.master;
+    this.#service = serviceName<PeerApi>(peerServiceName(welcome.id));
     core.on('warning', (warning) => this.emit('warning', warning));
     core.on('parentClosed', (reason) => {
       this.#closed ??= `the connection to master '${welcome.masterName}' closed: ${reason}`;
@@ -114,6 +153,89 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
     if (!Number.isInteger(id) || id < 0) throw new TypeError(`a context ID is a non-negative integer, not ${id}`);
     this.#core.setName(id, name);
     return new Context(this.#core, id, name, 0, { pid: 0, nodeVersion: '', hostname: '', platform: '', arch: '' });
+  }
+
+  /**
+   * A context from the master's pool (docs/pool.md): the one the master
+   * already holds for this target, else one it starts there. Every process
+   * joined to the master shares it, over the master's one connection.
+   *
+   * ```ts
+   * const lease = await worker.acquire({ method: 'ssh', host: 'web1' });
+   * await lease.context.call(() => process.pid);
+   * lease.release();
+   * ```
+   *
+   * @param target as for `router.pool.acquire()`; a `via` is a target, or a
+   *   `Context` of the master's tree (from `acquire()` or `contexts()`).
+   * @param options `unique` (a context of its own), `timeout` (ms, waiting
+   *   and connecting included), `signal` (stops waiting; a context acquired
+   *   meanwhile is given back).
+   * @returns a `WorkerLease`; leases still held when this process leaves are released by the master.
+   * @throws the pool's errors (`PoolError` naming the target, the connection method's errors), as their own classes.
+   * @throws ChannelError when the connection to the master closes.
+   */
+  async acquire(target: WorkerTarget, options: WorkerAcquireOptions = {}): Promise<WorkerLease> {
+    optionsObject(options, 'worker.acquire()');
+    const token = this.#tokens++;
+    const wire: { unique?: boolean; timeout?: number } = {};
+    if (options.unique !== undefined) wire.unique = options.unique;
+    if (options.timeout !== undefined) wire.timeout = options.timeout;
+    let record: AcquiredRecord;
+    try {
+      record = await this.#peer.callServiceWith(
+        { signal: options.signal },
+        this.#service,
+        'acquire',
+        token,
+        onWire(target, 0),
+        wire,
+      );
+    } catch (error) {
+      // An abandoned acquire may still succeed in the master: tell it to give the context back.
+      if (options.signal?.aborted) this.#release(token);
+      throw error;
+    }
+    this.#core.setName(record.id, record.name);
+    const context = new Context(this.#core, record.id, record.name, record.parentId, record.info);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.#release(token);
+    };
+    return { context, key: record.key, label: record.label, release, [Symbol.dispose]: release };
+  }
+
+  /** The contexts the master has started (directly or via others) and still holds, as handles for calls from here. */
+  async contexts(): Promise<Context[]> {
+    const records: ContextRecord[] = await this.#peer.callService(this.#service, 'contexts');
+    return records.map((record) => {
+      this.#core.setName(record.id, record.name);
+      return new Context(this.#core, record.id, record.name, record.parentId, record.info);
+    });
+  }
+
+  /**
+   * Offers a service from this process to the master and the other joined
+   * processes (docs/services.md); they act with the master's authority, so
+   * the default policy, `'parents'`, admits them.
+   * @throws as `router.registerService()`.
+   */
+  registerService<S extends object>(name: string, implementation: S, options?: ServiceOptions<S>): ServiceName<S> {
+    return serviceRegistry(this.#core).register(name, implementation, options);
+  }
+
+  /** Withdraws a service this process registered; false when there was none by that name. */
+  unregisterService(name: string): boolean {
+    return serviceRegistry(this.#core).unregister(name);
+  }
+
+  #release(token: number): void {
+    if (this.closed) return;
+    this.#peer.callService(this.#service, 'release', token).catch(() => {
+      // The master is gone, or the lease was: either way nothing is held any more.
+    });
   }
 
   /** A receiver in this process, as `router.receiver()` in the master (docs/streams.md). */
@@ -230,4 +352,16 @@ function open(path: string): Promise<Socket> {
       );
     });
   });
+}
+
+/**
+ * The target as it travels: each `via` that is a Context becomes its ID.
+ * @throws TypeError for a chain deeper than the pool allows.
+ */
+function onWire(target: WorkerTarget, depth: number): unknown {
+  if (target === null || typeof target !== 'object') return target;
+  if (depth > MAX_VIA_DEPTH) throw new TypeError(`a via chain may have at most ${MAX_VIA_DEPTH} hops`);
+  const { via } = target;
+  if (via === undefined) return target;
+  return { ...target, via: via instanceof Context ? via.id : onWire(via, depth + 1) };
 }

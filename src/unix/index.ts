@@ -3,12 +3,10 @@
  * tree (`router.listen(path)` there, `connect(path)` here) and share its
  * connections and services. See docs/listener.md.
  */
-import { ROUTER_SWITCH } from '../core/router.js';
-import type { MasterRouter } from '../master/master-router.js';
 import { Router } from '../master/router.js';
 import { Listener, type ListenOptions } from './listener.js';
 
-export type { ConnectOptions, WorkerRouterEvents } from './client.js';
+export type { ConnectOptions, WorkerAcquireOptions, WorkerLease, WorkerRouterEvents, WorkerTarget } from './client.js';
 export { connect, WorkerRouter } from './client.js';
 export { ListenerError } from './errors.js';
 export type { ListenerEvents, ListenOptions, Peer } from './listener.js';
@@ -38,5 +36,5 @@ declare module '../master/router.js' {
 }
 
 Router.prototype.listen = function (this: Router, path: string, options?: ListenOptions) {
-  return Listener.open(this[ROUTER_SWITCH] as MasterRouter, path, options);
+  return Listener.open(this, path, options);
 };

@@ -5,11 +5,14 @@ import { EventEmitter } from 'eventemitter3';
 import { encodeFrame } from '../core/framing.js';
 import { logger } from '../core/log.js';
 import { integer, milliseconds, optionsObject } from '../core/options.js';
+import { ROUTER_SWITCH } from '../core/router.js';
 import { Stream } from '../core/stream.js';
 import type { MasterRouter } from '../master/master-router.js';
+import type { Router } from '../master/router.js';
 import { ListenerError } from './errors.js';
 import { readHello, refusalMessage, welcomeMessage } from './hello.js';
 import { checkPeerCredentials, type PeerCredentials, peerCredentials } from './peer-credentials.js';
+import { offerPeerService } from './peer-service.js';
 import { prepareSocketPath } from './socket-path.js';
 
 const debug = logger('listener');
@@ -61,6 +64,7 @@ export interface ListenerEvents {
 export class Listener extends EventEmitter<ListenerEvents> {
   /** The socket's absolute path. */
   readonly path: string;
+  private readonly router: Router;
   private readonly core: MasterRouter;
   private readonly server: Server;
   private readonly allowUids: ReadonlySet<number>;
@@ -72,9 +76,10 @@ export class Listener extends EventEmitter<ListenerEvents> {
   private closing: Promise<void> | undefined;
   private unregister: () => void = () => {};
 
-  private constructor(core: MasterRouter, path: string, server: Server, options: Required<ListenOptions>) {
+  private constructor(router: Router, path: string, server: Server, options: Required<ListenOptions>) {
     super();
-    this.core = core;
+    this.router = router;
+    this.core = router[ROUTER_SWITCH] as MasterRouter;
     this.path = path;
     this.server = server;
     this.allowUids = new Set(options.allowUids);
@@ -88,8 +93,9 @@ export class Listener extends EventEmitter<ListenerEvents> {
    * @throws ListenerError as `prepareSocketPath`, or when listening fails.
    * @throws InvalidOptionError for a bad option.
    */
-  static async open(core: MasterRouter, path: string, options: ListenOptions = {}): Promise<Listener> {
+  static async open(router: Router, path: string, options: ListenOptions = {}): Promise<Listener> {
     const where = 'router.listen()';
+    const core = router[ROUTER_SWITCH] as MasterRouter;
     optionsObject(options, where);
     if (typeof path !== 'string' || path === '') {
       throw new ListenerError(String(path), `${where} needs the socket's path, a non-empty string`);
@@ -124,7 +130,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
     });
     // The directory already admits only this user; the mode says so again.
     await fs.chmod(absolute, 0o600);
-    const listener = new Listener(core, absolute, server, checked);
+    const listener = new Listener(router, absolute, server, checked);
     listener.unregister = core.broker.addCleanup(() => listener.close());
     debug('%s: listening on %s', core.name, absolute);
     return listener;
@@ -234,7 +240,9 @@ export class Listener extends EventEmitter<ListenerEvents> {
       stream.authority = this.core.id;
       this.core.addChildStream(stream, id, name);
       this.joined.set(stream, peer);
+      const withdraw = offerPeerService(this.router, this.core, id);
       stream.on('close', (reason) => {
+        withdraw();
         this.joined.delete(stream);
         debug('%s: %s (id %d) left: %s', this.core.name, name, id, reason);
         this.emit('leave', peer, reason);
