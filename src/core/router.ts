@@ -14,7 +14,12 @@ import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
 import { functionSource } from './function-source.js';
 import { type LogRecord, logger } from './log.js';
 import { FLAG_DEAD, MAX_ID, Message } from './message.js';
-import { CALL_SERVICE_SPEC, type ServiceRequest, serviceErrorDetails } from './protocol/call-service.js';
+import {
+  CALL_SERVICE_SPEC,
+  describeServiceCaller,
+  type ServiceRequest,
+  serviceErrorDetails,
+} from './protocol/call-service.js';
 import { successReply } from './protocol/envelope.js';
 import { FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './protocol/handles.js';
 import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
@@ -220,7 +225,7 @@ export class Router extends EventEmitter<RouterEvents> {
     const [service, method] = request;
     throw new ServiceError(
       'ERR_TENDRIL_SERVICE_UNKNOWN',
-      `context '${this.name}' offers no service '${service}' (called by '${this.nameOf(message.src)}', id ${message.src}): no service is registered there`,
+      `context '${this.name}' offers no service '${service}' (called by ${describeServiceCaller(this, message.src)}); no service is registered there`,
       serviceErrorDetails(this, service, method, message),
     );
   }

@@ -47,3 +47,9 @@ export function serviceErrorDetails(
 ): ServiceErrorDetails {
   return { service, method, contextName: router.name, caller: router.nameOf(message.src), callerId: message.src };
 }
+
+/** How a service error names the calling context: `context 'web1' (id 3)`, or `context 7` when this context knows no name for it. */
+export function describeServiceCaller(router: Router, contextId: number): string {
+  const name = router.nameOf(contextId);
+  return /^context \d+$/.test(name) ? name : `context '${name}' (id ${contextId})`;
+}

@@ -8,7 +8,7 @@ import { InvalidOptionError, ServiceError, type ServiceErrorCode } from '../../c
 import type { Message } from '../../core/message.js';
 import { integer, optionsObject, text } from '../../core/options.js';
 import { hasParentAuthority } from '../../core/policy.js';
-import { type ServiceRequest, serviceErrorDetails } from '../../core/protocol/call-service.js';
+import { describeServiceCaller, type ServiceRequest, serviceErrorDetails } from '../../core/protocol/call-service.js';
 import { MAX_NAME_LENGTH } from '../../core/protocol/check.js';
 import type { Router } from '../../core/router.js';
 import type {
@@ -18,6 +18,7 @@ import type {
   ServicePolicy,
   ServiceRegistryApi,
 } from '../../core/services.js';
+import { FifoQueue } from './fifo.js';
 
 /** Calls of one service running at once, by default. */
 export const DEFAULT_SERVICE_CONCURRENCY = 16;
@@ -37,7 +38,7 @@ interface Service {
   readonly methods: Map<string, Method>;
   readonly admits: (caller: ServiceCaller, message: Message) => boolean;
   readonly validate: Map<string, (args: unknown[]) => void>;
-  readonly queue: PQueue;
+  readonly queue: PQueue<FifoQueue>;
   readonly maxQueued: number;
 }
 
@@ -84,7 +85,7 @@ export class ServiceRegistry implements ServiceRegistryApi {
       methods,
       admits,
       validate,
-      queue: new PQueue({ concurrency }),
+      queue: new PQueue({ concurrency, queueClass: FifoQueue }),
       maxQueued,
     });
     return name as ServiceName<S>;
@@ -124,7 +125,7 @@ export class ServiceRegistry implements ServiceRegistryApi {
     }
     const fn = service.methods.get(method);
     if (!fn) {
-      const known = [...service.methods.keys()];
+      const known = [...service.methods.keys()].sort();
       const listed =
         known.length === 0
           ? 'it has no methods'
@@ -189,7 +190,7 @@ export class ServiceRegistry implements ServiceRegistryApi {
   }
 
   private callerText(message: Message): string {
-    return `context '${this.router.nameOf(message.src)}' (id ${message.src})`;
+    return describeServiceCaller(this.router, message.src);
   }
 
   private error(code: ServiceErrorCode, name: string, method: string, message: Message, text: string): ServiceError {
