@@ -161,7 +161,7 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
    * joined to the master shares it, over the master's one connection.
    *
    * ```ts
-   * const lease = await worker.acquire({ method: 'ssh', host: 'web1' });
+   * const lease = await worker.acquire({ method: 'ssh', hostname: 'web1' });
    * await lease.context.call(() => process.pid);
    * lease.release();
    * ```
@@ -271,7 +271,7 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
  *
  * ```ts
  * const worker = await connect('/run/user/1000/deploy/tendril.sock');
- * const web = await worker.acquire({ method: 'ssh', host: 'web1' });
+ * const web = await worker.acquire({ method: 'ssh', hostname: 'web1' });
  * ```
  *
  * @throws ListenerError `ERR_TENDRIL_LISTENER_UNREACHABLE` when nothing
