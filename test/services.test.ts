@@ -12,7 +12,9 @@ import {
   ServiceError,
   TimeoutError,
 } from 'tendril';
+import { encode } from '#dist/core/codec.js';
 import { CALL_SERVICE_HANDLE } from '#dist/core/protocol/handles.js';
+import { frameBytes, writeBytes } from './support/frames.js';
 import { switchOf } from './support/internals.js';
 import { NODE_MAJORS, nodeBinary } from './support/nodes.js';
 import { waitFor } from './support/procs.js';
@@ -553,6 +555,26 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     assert.equal(
       await friend.call(() => (require('tendril') as Tendril).contextRouter().master.callService('echo', 'echo', 'ok')),
       'ok',
+    );
+  });
+
+  test('raw frames to CALL_SERVICE that expect no reply are reported, never answered, and cost the master nothing lasting', async () => {
+    const reported: RouterWarning[] = [];
+    router.on('warning', (warning) => warning.code === 'handler' && reported.push(warning));
+    let echoed = 0;
+    router.registerService('counted', { hit: () => ++echoed }, { policy: 'any' });
+    const junk = frameBytes({ dst: 0, src: hostile.id, handle: CALL_SERVICE_HANDLE }, encode({ not: 'a request' }));
+    const hits = frameBytes({ dst: 0, src: hostile.id, handle: CALL_SERVICE_HANDLE }, encode(['counted', 'hit', []]));
+    await hostile.call(writeBytes, junk, 5000);
+    await hostile.call(writeBytes, hits, 100);
+    await waitFor(() => echoed === 100);
+    assert.ok(
+      reported.some((w) => /CALL_SERVICE from context \d+ failed: malformed CALL_SERVICE message/.test(w.message)),
+    );
+    assert.ok(reported.length < 5000, `${reported.length} warnings for 5000 frames: reported at a bounded rate`);
+    assert.equal(
+      await friend.call(() => (require('tendril') as Tendril).contextRouter().master.callService('counted', 'hit')),
+      101,
     );
   });
 

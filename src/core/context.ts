@@ -296,6 +296,8 @@ export class Context {
    * A proxy of the service `name` registered in this context, whose methods
    * call it: `await math.add(1, 2)` is `callService(name, 'add', 1, 2)`.
    * Typed from the implementation given a typed name, like `callService`.
+   * The proxy is not a thenable: a method named `then` is reached through
+   * `callService` only.
    * @param options timeout and signal applied to every call through the proxy.
    */
   service<N extends string>(name: N, options: ServiceCallOptions = {}): RemoteService<ServiceOf<N>> {

@@ -14,10 +14,12 @@ export class FifoQueue implements Queue<RunFunction, QueueAddOptions> {
   /** Index of the first live run: dequeued ones before it are dropped in batches, so a dequeue is O(1). */
   private head = 0;
 
+  /** Adds a call at the end. */
   enqueue(run: RunFunction): void {
     this.runs.push(run);
   }
 
+  /** Takes the call that has waited longest, if any. */
   dequeue(): RunFunction | undefined {
     if (this.head === this.runs.length) return undefined;
     const run = this.runs[this.head++];
@@ -36,15 +38,18 @@ export class FifoQueue implements Queue<RunFunction, QueueAddOptions> {
     return (options.priority ?? 0) === 0 ? this.runs.slice(this.head) : [];
   }
 
+  /** p-queue's `setPriority(id, priority)`: services give their calls no IDs or priorities. */
   setPriority(): void {
     throw new Error('service calls have no priorities');
   }
 
+  /** Drops a waiting call (p-queue does when an aborted call leaves the queue). */
   remove(run: RunFunction | string): void {
     const index = this.runs.indexOf(run as RunFunction, this.head);
     if (index !== -1) this.runs.splice(index, 1);
   }
 
+  /** Calls waiting. */
   get size(): number {
     return this.runs.length - this.head;
   }
