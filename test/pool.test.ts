@@ -57,7 +57,7 @@ async function countingRelay(port: number): Promise<{ port: number; connections(
   };
 }
 
-describe('pool: local contexts', () => {
+describe('pool: local contexts', { timeout: 120_000 }, () => {
   let router: Router;
   let gone: Set<number>;
 
@@ -386,7 +386,7 @@ describe('pool: local contexts', () => {
   });
 });
 
-describe('pool: over ssh', () => {
+describe('pool: over ssh', { timeout: 120_000 }, () => {
   let bed: Testbed;
   let router: Router;
   let relay: Awaited<ReturnType<typeof countingRelay>>;
