@@ -175,6 +175,11 @@ describe('router.listen() and connect()', () => {
     }
   });
 
+  test('a worker that never closes its connection still exits when its work is done', { timeout: 30_000 }, async () => {
+    const [report] = (await runWorker([socket, 'forget', String(held.id)])) as [{ id: number }];
+    assert.equal(typeof report.id, 'number');
+  });
+
   test('a worker that dies takes only its own context with it', async () => {
     const { child, first } = await startWorker([socket, 'hold', String(held.id)]);
     const id = first.id as number;
