@@ -50,8 +50,12 @@ async function worker(socket: string, target: WorkerTarget): Promise<void> {
 
 function next(child: ChildProcess): Promise<FromWorker> {
   return new Promise((resolve, reject) => {
-    child.once('message', (message) => resolve(message as FromWorker));
-    child.once('exit', (code) => reject(new Error(`a worker exited (${code})`)));
+    const onExit = (code: number | null) => reject(new Error(`a worker exited (${code})`));
+    child.once('exit', onExit);
+    child.once('message', (message) => {
+      child.off('exit', onExit);
+      resolve(message as FromWorker);
+    });
   });
 }
 
