@@ -70,4 +70,5 @@ export type { RouterOptions, ViaOption } from './master/router.js';
 export { Router } from './master/router.js';
 export * from './services/commands/index.js';
 export * from './services/files/index.js';
+export * from './services/fleet/index.js';
 export * from './services/pool/index.js';
