@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import {
   CallError,
-  type Context,
   ContextPool,
   type Fleet,
   FleetError,
