@@ -72,3 +72,5 @@ export * from './services/commands/index.js';
 export * from './services/files/index.js';
 export * from './services/fleet/index.js';
 export * from './services/pool/index.js';
+export * from './services/service/index.js';
+export * from './unix/index.js';

@@ -18,13 +18,13 @@
 //   language fails the test: it could not be checked.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { marked, type Tokens } from 'marked';
 import { ROOT } from './support/procs.js';
-import { startTestbed, type Testbed } from './support/testbed.js';
+import { sshHome, startTestbed, type Testbed } from './support/testbed.js';
 import { typeCheck } from './support/typecheck.js';
 
 interface Block {
@@ -64,26 +64,8 @@ describe('README and docs examples run as written', () => {
 
   before(async () => {
     bed = await startTestbed();
-    const home = join(SCRATCH, 'home');
     rmSync(SCRATCH, { recursive: true, force: true });
-    mkdirSync(join(home, '.ssh'), { recursive: true, mode: 0o700 });
-    cpSync(bed.knownHosts, join(home, '.ssh', 'known_hosts'));
-    writeFileSync(
-      join(home, '.ssh', 'config'),
-      [
-        'Host web1 web2',
-        '  HostName 127.0.0.1',
-        `  Port ${bed.port}`,
-        `  User ${bed.accounts.docs.name}`,
-        `  IdentityFile ${bed.keyFile}`,
-        `  UserKnownHostsFile ${join(home, '.ssh', 'known_hosts')}`,
-        '',
-      ].join('\n'),
-      { mode: 0o600 },
-    );
-    env = { ...process.env, HOME: home, SUDO_PASSWORD: bed.accounts.docs.password };
-    delete env.SSH_AUTH_SOCK;
-    delete env.DEBUG;
+    env = sshHome(bed, join(SCRATCH, 'home'));
   });
   after(() => bed.stop());
 

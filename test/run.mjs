@@ -27,6 +27,8 @@ const SYSTEM_TOOLS = [
   ['/usr/bin/doas', 'opendoas'],
   ['/usr/bin/script', 'bsdutils'],
   ['/usr/bin/python3', 'python3'],
+  // The UNIX listener reads its peers' credentials (SO_PEERCRED) with perl.
+  ['/usr/bin/perl', 'perl-base'],
   // Debian's sudo-rs package: /usr/lib/cargo/bin/sudo, linked as /usr/bin/sudo-rs.
   ['/usr/bin/sudo-rs', 'sudo-rs'],
 ];

@@ -4,10 +4,10 @@ import * as os from 'node:os';
 import createDebug from 'debug';
 import { Broker } from './broker.js';
 import { createCodeCache } from './code-cache.js';
-import { Dispatcher } from './dispatcher.js';
+import { callOrigin, Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo } from './errors.js';
 import { IdPool } from './ids.js';
-import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT } from './importer.js';
+import { CONNECTION_MODULE_ID, Importer, SERVICES_MODULE_ID, SYNC_FETCH_TIMEOUT } from './importer.js';
 // The core's own namespace, for tendril modules loaded later (`tendril:core`).
 import * as core from './index.js';
 import type { LogRecord } from './log.js';
@@ -20,6 +20,7 @@ import { serve } from './protocol/serve.js';
 import { SHUTDOWN_SPEC } from './protocol/shutdown.js';
 import { Router } from './router.js';
 import { type BootConfig, type ConnectionModule, type ReadyInfo, type Runtime, setContextRuntime } from './runtime.js';
+import { type ServicesModule, setServicesLoader } from './services.js';
 import { type BlockingIo, Stream } from './stream.js';
 
 /** File descriptor the first stage reads the stream from. */
@@ -105,6 +106,8 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
     onChildLog: (record) => forwardLog(router, record),
   };
   setContextRuntime(runtime);
+  // Resolved as the services' own calls resolve it (see Dispatcher.callExport), so both share one copy.
+  setServicesLoader(() => importer.require(callOrigin(config.moduleBase), SERVICES_MODULE_ID) as ServicesModule);
   new Dispatcher(router, importer, config.moduleBase, (error) => {
     process.stderr.write(
       `tendril: a function called with callNoReply failed: ${toRemoteErrorInfo(error).stack || error}\n`,

@@ -12,11 +12,13 @@ import { SERVICES_MODULE_ID } from './importer.js';
 import { Message } from './message.js';
 import { abortSignal, location, milliseconds, optionsObject } from './options.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
+import { CALL_SERVICE_SPEC, type ServiceRequest } from './protocol/call-service.js';
 import { type ImporterStats, MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { ask, openReply } from './protocol/serve.js';
 import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
 import { type Router, type RouterLike, switchOf } from './router.js';
 import { type LeaseHolder, LOCAL_RECEIVER } from './sender.js';
+import type { RemoteService, ServiceArgs, ServiceMethodOf, ServiceOf, ServiceResult } from './services.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: parameter types are inferred from the caller's function.
 type AnyFunction = (...args: any[]) => unknown;
@@ -52,6 +54,17 @@ export interface CallOptions {
    * how it is found), else the main module.
    */
   base?: string | URL;
+}
+
+/** Per-call options of `Context.callServiceWith` and `Context.service`. */
+export interface ServiceCallOptions {
+  /** Reject with `TimeoutError` after this many milliseconds. Default: no limit. */
+  timeout?: number;
+  /**
+   * Reject with the signal's reason (an `AbortError` by default) when it
+   * aborts. The method is not interrupted; only the wait ends.
+   */
+  signal?: AbortSignal;
 }
 
 /** What a context reported about itself when it became ready. */
@@ -226,6 +239,88 @@ export class Context {
   }
 
   /**
+   * Calls `method` of the service `name` registered in this context (see
+   * docs/services.md) with `args`, and resolves with its result (awaited).
+   * Given the typed name `registerService` returns (or `serviceName<S>()`),
+   * the method's name and arguments are checked and the result is typed;
+   * given a plain string, the call is untyped. Arguments travel as a call's
+   * do: Senders and Channels among them close when the call settles.
+   *
+   * ```ts
+   * const sum = await context.callService(MATH, 'add', 1, 2); // Promise<number>
+   * ```
+   * @throws ServiceError when the context offers no such service
+   *   (`ERR_TENDRIL_SERVICE_UNKNOWN`), the service has no such method
+   *   (`..._METHOD`), the arguments fail its `validate` check
+   *   (`..._ARGUMENTS`), its policy does not admit this context
+   *   (`..._REFUSED`, "refused by policy"), or its queue is full (`..._BUSY`).
+   * @throws CallError (or a TendrilError's own class) when the method throws.
+   * @throws as `call`: ChannelError, UnsupportedValueError, MessageTooLargeError.
+   */
+  callService<N extends string, M extends ServiceMethodOf<N>>(
+    name: N,
+    method: M,
+    ...args: ServiceArgs<N, M>
+  ): Promise<ServiceResult<N, M>> {
+    return this.callServiceWith({}, name, method, ...args);
+  }
+
+  /**
+   * `callService` with per-call options: a timeout in milliseconds and an
+   * `AbortSignal`. Besides the errors of `callService`, rejects with
+   * `TimeoutError` when the timeout passes and with the signal's reason
+   * when it aborts; the method itself runs on.
+   */
+  callServiceWith<N extends string, M extends ServiceMethodOf<N>>(
+    options: ServiceCallOptions,
+    name: N,
+    method: M,
+    ...args: ServiceArgs<N, M>
+  ): Promise<ServiceResult<N, M>> {
+    const what = `call to ${String(method)}() of service '${String(name)}'`;
+    const references: object[] = [];
+    let request: ServiceRequest;
+    try {
+      checkServiceCallOptions(options, 'context.callServiceWith()');
+      if (typeof name !== 'string' || typeof method !== 'string') {
+        throw new TypeError(`${what}: the service and method names must be strings`);
+      }
+      request = [name, method, prepareValue(args, 'args', references) as unknown[]];
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.send(request, references, options, what, CALL_SERVICE_SPEC) as Promise<ServiceResult<N, M>>;
+  }
+
+  /**
+   * A proxy of the service `name` registered in this context, whose methods
+   * call it: `await math.add(1, 2)` is `callService(name, 'add', 1, 2)`.
+   * Typed from the implementation given a typed name, like `callService`.
+   * The proxy is not a thenable: a method named `then` is reached through
+   * `callService` only.
+   * @param options timeout and signal applied to every call through the proxy.
+   */
+  service<N extends string>(name: N, options: ServiceCallOptions = {}): RemoteService<ServiceOf<N>> {
+    checkServiceCallOptions(options, 'context.service()');
+    return new Proxy(
+      {},
+      {
+        get: (_target, property) => {
+          // Not a thenable, and no symbol-keyed methods.
+          if (typeof property !== 'string' || property === 'then') return undefined;
+          return (...args: unknown[]) =>
+            (this.callServiceWith as (o: ServiceCallOptions, n: string, m: string, ...a: unknown[]) => unknown)(
+              options,
+              name,
+              property,
+              ...args,
+            );
+        },
+      },
+    ) as RemoteService<ServiceOf<N>>;
+  }
+
+  /**
    * This context's module forwarding counters: round trips to its parent,
    * files received, and what it served its own children.
    * @throws ChannelError when the context is unreachable.
@@ -242,7 +337,13 @@ export class Context {
    * arguments do, not that again in buffers. Its timeout and signal count
    * from the call, waiting included.
    */
-  private async send(call: CallPayload, references: object[], options: CallOptions, what: string): Promise<unknown> {
+  private async send(
+    call: CallPayload | ServiceRequest,
+    references: object[],
+    options: CallOptions,
+    what: string,
+    spec: typeof CALL_FUNCTION_SPEC | typeof CALL_SERVICE_SPEC = CALL_FUNCTION_SPEC,
+  ): Promise<unknown> {
     let timeout = options.timeout;
     let congested = this.router.whenWritable(this.id);
     if (congested) {
@@ -262,7 +363,7 @@ export class Context {
       }
       if (timeout !== undefined) timeout = Math.max(0, timeout - (Date.now() - started));
     }
-    const pending = this.router.request(this.id, CALL_FUNCTION_SPEC.handle, encodePrepared(call), {
+    const pending = this.router.request(this.id, spec.handle, encodePrepared(call), {
       timeout,
       signal: options.signal,
       what,
@@ -278,7 +379,7 @@ export class Context {
       }
       throw error;
     }
-    return openReply(this.router, this.id, CALL_FUNCTION_SPEC, reply);
+    return openReply(this.router, this.id, spec, reply);
   }
 
   /**
@@ -404,6 +505,16 @@ export class Context {
 /** The message switch a context handle sends through: for tendril's services, which open Receivers and Channels beside their calls. */
 export function routerOf(context: Context): Router {
   return (context as unknown as { router: Router }).router;
+}
+
+/**
+ * Checks the options of a service call.
+ * @throws InvalidOptionError naming the bad option.
+ */
+function checkServiceCallOptions(options: ServiceCallOptions, where: string): void {
+  optionsObject(options, where);
+  milliseconds(options.timeout, 'timeout', where, undefined);
+  abortSignal(options.signal, 'signal', where);
 }
 
 /**

@@ -6,6 +6,7 @@ import {
   ChannelError,
   ContextDisconnectedError,
   MessageTooLargeError,
+  ServiceError,
   type TendrilError,
   TimeoutError,
 } from './errors.js';
@@ -13,12 +14,20 @@ import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
 import { functionSource } from './function-source.js';
 import { type LogRecord, logger } from './log.js';
 import { FLAG_DEAD, MAX_ID, Message } from './message.js';
+import {
+  CALL_SERVICE_SPEC,
+  describeServiceCaller,
+  type ServiceRequest,
+  serviceErrorDetails,
+} from './protocol/call-service.js';
 import { successReply } from './protocol/envelope.js';
 import { FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './protocol/handles.js';
 import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
 import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC } from './protocol/routes.js';
 import { serve } from './protocol/serve.js';
 import { RateLimit } from './rate-limit.js';
+import { CALL_SETTLED } from './sender.js';
+import type { ServiceDispatcher } from './services.js';
 import type { Stream } from './stream.js';
 
 const debug = logger('router');
@@ -185,6 +194,11 @@ export class Router extends EventEmitter<RouterEvents> {
   /** Descendants a child reported backed up below it, and calls here waiting for them to drain. */
   private readonly congested = new Map<number, (() => void)[]>();
   private inflight = 0;
+  /**
+   * Serves CALL_SERVICE requests once the services layer has installed its
+   * registry here (the first `registerService` in this context).
+   */
+  serviceDispatcher: ServiceDispatcher | undefined;
 
   /** @param identity this context's ID, name, ancestors and message size limit. */
   constructor(identity: RouterIdentity) {
@@ -197,6 +211,23 @@ export class Router extends EventEmitter<RouterEvents> {
     serve(this, ADD_ROUTE_SPEC, ([target, name], _message, stream) => this.onAddRoute(target, name, stream));
     serve(this, DEL_ROUTE_SPEC, ([target, reason], _message, stream) => this.onDelRoute(target, reason, stream));
     serve(this, ROUTE_PRESSURE_SPEC, ([target, on], _message, stream) => this.onPressure(target, on, stream));
+    serve(this, CALL_SERVICE_SPEC, (request, message) => this.dispatchService(request, message), {
+      // Senders and Channels passed to a service call end with it, as a call's do.
+      onSettled: (message) => {
+        for (const reference of message.references) (reference as { [CALL_SETTLED](): void })[CALL_SETTLED]();
+      },
+    });
+  }
+
+  /** Hands a service call to the registry, or says there is no such service. */
+  private dispatchService(request: ServiceRequest, message: Message): unknown {
+    if (this.serviceDispatcher) return this.serviceDispatcher(request, message);
+    const [service, method] = request;
+    throw new ServiceError(
+      'ERR_TENDRIL_SERVICE_UNKNOWN',
+      `context '${this.name}' offers no service '${service}' (called by ${describeServiceCaller(this, message.src)}); no service is registered there`,
+      serviceErrorDetails(this, service, method, message),
+    );
   }
 
   /** ID of the parent context, or -1 in the master. */
@@ -549,6 +580,7 @@ export class Router extends EventEmitter<RouterEvents> {
   }
 
   private admits(message: Message, inStream: Stream): boolean {
+    if (inStream.authority !== undefined) return this.admitsPeer(message, inStream, inStream.authority);
     if (this.expectedStream(message.auth) !== inStream) {
       this.forged(message, inStream, 'auth', message.auth);
       return false;
@@ -557,6 +589,24 @@ export class Router extends EventEmitter<RouterEvents> {
       this.forged(message, inStream, 'src', message.src);
       return false;
     }
+    return true;
+  }
+
+  /**
+   * A message from a listener peer: it may claim only its own ID, and it
+   * then acts with `authority` (the parent/ancestor checks of every context
+   * on its way see the master).
+   */
+  private admitsPeer(message: Message, inStream: Stream, authority: number): boolean {
+    if (message.src !== inStream.remoteId) {
+      this.forged(message, inStream, 'src', message.src);
+      return false;
+    }
+    if (message.auth !== message.src && message.auth !== authority) {
+      this.forged(message, inStream, 'auth', message.auth);
+      return false;
+    }
+    message.auth = authority;
     return true;
   }
 

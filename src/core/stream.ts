@@ -83,6 +83,14 @@ export class Stream extends EventEmitter<StreamEvents> {
   readonly name: string;
   /** Context ID of the peer at the other end, once known. */
   remoteId = -1;
+  /**
+   * For a peer that joined over a UNIX listener: the context whose
+   * authority its messages carry (the master's). Such a peer speaks only
+   * for itself (`remoteId`), and every message it sends acts as this
+   * context, as a program of the same user could anyway. Undefined for a
+   * child or parent stream.
+   */
+  authority: number | undefined;
   /** Called for each message received; set by the router. */
   onMessage: (message: Message, stream: Stream) => void = () => {};
   /** Traffic counters. */

@@ -54,6 +54,14 @@ export class IdAllocator implements IdSource {
   }
 
   /**
+   * A new ID for a peer joined over a listener: it starts no children, so
+   * it gets no block (it may still ask for one, within its own quota).
+   */
+  allocatePeer(): number {
+    return this.take(1)[0];
+  }
+
+  /**
    * The context an ID was ultimately handed out by the master to: the
    * direct recipient of the block it lies in, or the ID itself for a child
    * of the master. Undefined for IDs never handed out.

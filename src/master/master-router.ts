@@ -7,7 +7,6 @@ import { createCodeCache } from '../core/code-cache.js';
 import { Context } from '../core/context.js';
 import { ChannelError, InvalidOptionError, ProtocolError } from '../core/errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
-import { functionSource } from '../core/function-source.js';
 import { type Logger, type LogRecord, logger } from '../core/log.js';
 import { integer, location, milliseconds, optionsObject, text } from '../core/options.js';
 import { CONNECT_SPEC } from '../core/protocol/connect.js';
@@ -18,10 +17,11 @@ import type { ConnectRequest, Runtime } from '../core/runtime.js';
 import type { Stream } from '../core/stream.js';
 import { bootstrapAssets } from './assets.js';
 import { baseDirectory, baseFile, callerModule, mainModule } from './caller.js';
-import { analyzeFunction, warmFunctionAnalysis } from './function-analysis.js';
+import { warmFunctionAnalysis } from './function-analysis.js';
 import { definingModule } from './function-location.js';
 import { IdAllocator } from './id-allocator.js';
 import { ModuleResponder, type ResponderStats } from './module-responder.js';
+import { callPreparer } from './prepare-call.js';
 
 /** Loggers kept for context names (`tendril:<name>` debug namespaces), least recently used dropped first. */
 const MAX_LOGGERS = 256;
@@ -83,7 +83,9 @@ export class MasterRouter extends CoreRouter {
   private closing: Promise<void> | undefined;
   private codeCache: { data: Uint8Array | undefined } | undefined;
   private readonly responder: ModuleResponder;
-  private readonly prepared = new Map<string, PreparedCall>();
+  private readonly preparer = callPreparer();
+  /** Contexts started from here, by ID, until they leave the tree (for listener peers: `worker.contexts()`). */
+  private readonly started = new Map<number, Context>();
   private readonly base: string | undefined;
 
   /**
@@ -129,6 +131,7 @@ export class MasterRouter extends CoreRouter {
       moduleBase: baseDirectory(this.base),
       onChildLog: (record) => this.emitLog(record),
     };
+    this.on('disconnect', (contextId) => this.started.delete(contextId));
     serve(this, FORWARD_LOG_SPEC, ([contextId, , text], _message, stream) =>
       this.onForwardLog(contextId, text, stream),
     );
@@ -150,7 +153,7 @@ export class MasterRouter extends CoreRouter {
       await this.refuseIfClosing(info.id);
       // Module analysis starts its helper now, after the child is up, not competing with its start.
       setImmediate(() => this.responder.warm());
-      return new Context(this, info.id, info.name, this.id, info);
+      return this.keep(new Context(this, info.id, info.name, this.id, info));
     }
     if (methods[method.name] !== method) {
       throw new TypeError(
@@ -172,7 +175,33 @@ export class MasterRouter extends CoreRouter {
       );
     }
     await this.refuseIfClosing(info.id);
-    return new Context(this, info.id, info.name, via.id, info);
+    return this.keep(new Context(this, info.id, info.name, via.id, info));
+  }
+
+  /** Records a context this master started, until it leaves the tree. */
+  private keep(context: Context): Context {
+    if (this.hasRoute(context.id)) this.started.set(context.id, context);
+    return context;
+  }
+
+  /** The contexts this master started (directly or via another) that are still in the tree. */
+  startedContexts(): Context[] {
+    return [...this.started.values()];
+  }
+
+  /** The context this master started with ID `id`, while it is in the tree. */
+  startedContext(id: number): Context | undefined {
+    return this.started.get(id);
+  }
+
+  /** A new context ID for a peer that joins over a listener (src/unix). */
+  allocatePeerId(): number {
+    return this.ids.allocatePeer();
+  }
+
+  /** True once `shutdown()` has been called. */
+  get isShutDown(): boolean {
+    return this.closing !== undefined;
   }
 
   /** A context that became ready after shutdown began is stopped, and its start fails. */
@@ -212,32 +241,9 @@ export class MasterRouter extends CoreRouter {
     return this.responder.stats();
   }
 
-  /**
-   * Analyses `fn` once per distinct source (see `analyzeFunction`): ships
-   * it with every `import(...)` renamed `__tendril_import(...)` (served by
-   * module forwarding) and its literal `require('x')` specifiers listed, so
-   * the context fetches them in one round trip before it runs, and names
-   * the variables it captures so the call can be refused before sending.
-   */
+  /** Analyses each distinct function source once (see `callPreparer`). */
   override prepareCall(fn: Parameters<CoreRouter['prepareCall']>[0]): PreparedCall {
-    const source = functionSource(fn);
-    let prepared = this.prepared.get(source);
-    if (!prepared) {
-      const analysis = analyzeFunction(source);
-      let rewritten = source;
-      for (const at of [...analysis.dynamicImports].reverse()) {
-        rewritten = `${rewritten.slice(0, at)}__tendril_import${rewritten.slice(at + 'import'.length)}`;
-      }
-      prepared = {
-        source: rewritten,
-        preload: analysis.requires,
-        captured: analysis.captured,
-        usesModules: analysis.usesModules,
-      };
-      if (this.prepared.size >= 1000) this.prepared.delete(this.prepared.keys().next().value as string);
-      this.prepared.set(source, prepared);
-    }
-    return prepared;
+    return this.preparer(fn);
   }
 
   /**

@@ -1,7 +1,9 @@
 /**
  * The remote half of tendril's services: the module children load as
- * `tendril:services` on their first command or file transfer. Each export
- * is called by its master-side half through `Context[CALL_SERVICE]`.
+ * `tendril:services` on their first command, file transfer or service
+ * registration. Each export is called by its master-side half through
+ * `Context[CALL_SERVICE]`, or by the core (`serviceRegistry`).
  */
 export * from './commands/remote.js';
 export * from './files/remote.js';
+export * from './service/remote.js';

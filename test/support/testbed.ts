@@ -56,6 +56,8 @@ export interface Testbed {
   passphrase: string;
   /** Scratch directory of this test bed. */
   dir: string;
+  /** What sshd has logged since it started listening (LogLevel VERBOSE; the last MiB). */
+  sshdLog(): string;
   /** Stops the sshd and removes the scratch directory. */
   stop(): Promise<void>;
 }
@@ -236,6 +238,9 @@ function freePort(): Promise<number> {
 }
 
 /** Starts the test bed: accounts, keys, and an sshd on a free port of 127.0.0.1. */
+/** Bytes of sshd's log a test bed keeps. */
+const MAX_SSHD_LOG = 1024 * 1024;
+
 export async function startTestbed(): Promise<Testbed> {
   requireRoot();
   const accounts = whileLocked(ensureAccounts);
@@ -298,9 +303,11 @@ export async function startTestbed(): Promise<Testbed> {
     sshd.stderr?.on('data', onData);
     sshd.once('exit', (code) => reject(new Error(`sshd exited with ${code}: ${log.join('')}`)));
   });
-  // Keep draining sshd's log so it never blocks.
+  // Keep draining sshd's log so it never blocks, and keep its recent lines for tests that count connections.
+  let recent = '';
   sshd.stderr?.on('data', (chunk: Buffer) => {
     if (process.env.TENDRIL_SSHD_LOG) process.stderr.write(chunk);
+    recent = `${recent}${chunk.toString()}`.slice(-MAX_SSHD_LOG);
   });
 
   const publicHostKey = readFileSync(`${hostKey}.pub`, 'utf8').trim().split(' ');
@@ -317,6 +324,7 @@ export async function startTestbed(): Promise<Testbed> {
     encryptedKeyFile,
     passphrase,
     dir,
+    sshdLog: () => recent,
     async stop() {
       if (sshd.exitCode === null) {
         const exited = new Promise((resolve) => sshd.once('exit', resolve));
@@ -326,4 +334,35 @@ export async function startTestbed(): Promise<Testbed> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Makes `home` a scratch home directory whose ~/.ssh/config maps the hosts
+ * `web1` and `web2` to the test bed's sshd, logging in as `account`
+ * (default: the docs account, which may sudo with its password), so
+ * examples can be run as written.
+ * @returns an environment for running them: HOME set, no agent, no DEBUG, and
+ *   `SUDO_PASSWORD` the account's password.
+ */
+export function sshHome(bed: Testbed, home: string, account: Account = bed.accounts.docs): NodeJS.ProcessEnv {
+  mkdirSync(join(home, '.ssh'), { recursive: true, mode: 0o700 });
+  const knownHosts = join(home, '.ssh', 'known_hosts');
+  writeFileSync(knownHosts, readFileSync(bed.knownHosts));
+  writeFileSync(
+    join(home, '.ssh', 'config'),
+    [
+      'Host web1 web2',
+      '  HostName 127.0.0.1',
+      `  Port ${bed.port}`,
+      `  User ${account.name}`,
+      `  IdentityFile ${bed.keyFile}`,
+      `  UserKnownHostsFile ${knownHosts}`,
+      '',
+    ].join('\n'),
+    { mode: 0o600 },
+  );
+  const env: NodeJS.ProcessEnv = { ...process.env, HOME: home, SUDO_PASSWORD: account.password };
+  delete env.SSH_AUTH_SOCK;
+  delete env.DEBUG;
+  return env;
 }

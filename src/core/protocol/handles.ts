@@ -30,6 +30,13 @@ export const STOP_CHILD = 10;
 export const MODULE_STATS = 11;
 /** The stream toward a descendant is backed up, or drained: hold or resume calls to it. From a child only. */
 export const ROUTE_PRESSURE = 12;
+/**
+ * Call a method of a service registered in this context. Every context may
+ * send; the service's own policy decides (see call-service.ts). Named
+ * `CALL_SERVICE` in logs and errors; the constant has a longer name because
+ * `CALL_SERVICE` is already the key of `Context`'s internal services call.
+ */
+export const CALL_SERVICE_HANDLE = 13;
 
 /** Lowest handle number handed out for receivers. */
 export const FIRST_DYNAMIC_HANDLE = 1000;
@@ -48,4 +55,5 @@ export const HANDLE_NAMES: Readonly<Record<number, string>> = {
   [STOP_CHILD]: 'STOP_CHILD',
   [MODULE_STATS]: 'MODULE_STATS',
   [ROUTE_PRESSURE]: 'ROUTE_PRESSURE',
+  [CALL_SERVICE_HANDLE]: 'CALL_SERVICE',
 };

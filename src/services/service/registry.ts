@@ -1,0 +1,266 @@
+/**
+ * A context's services: what `registerService` records, and what answers
+ * CALL_SERVICE once installed as the router's dispatcher. The same code
+ * runs in the master and, loaded from `tendril:services`, in a child.
+ */
+import PQueue from 'p-queue';
+import { InvalidOptionError, ServiceError, type ServiceErrorCode } from '../../core/errors.js';
+import type { Message } from '../../core/message.js';
+import { integer, optionsObject, text } from '../../core/options.js';
+import { hasParentAuthority } from '../../core/policy.js';
+import { describeServiceCaller, type ServiceRequest, serviceErrorDetails } from '../../core/protocol/call-service.js';
+import { MAX_NAME_LENGTH } from '../../core/protocol/check.js';
+import type { Router } from '../../core/router.js';
+import type {
+  ServiceCaller,
+  ServiceName,
+  ServiceOptions,
+  ServicePolicy,
+  ServiceRegistryApi,
+} from '../../core/services.js';
+import { FifoQueue } from './fifo.js';
+
+/** Calls of one service running at once, by default. */
+export const DEFAULT_SERVICE_CONCURRENCY = 16;
+/** Calls of one service waiting for a turn at most, by default. */
+export const DEFAULT_SERVICE_MAX_QUEUED = 1000;
+/** Largest `concurrency` and `maxQueued` accepted. */
+const MAX_LIMIT = 1_000_000;
+/** Method names listed at most in an unknown-method error. */
+const LISTED_METHODS = 20;
+
+// biome-ignore lint/suspicious/noExplicitAny: a service's methods take whatever its implementation declares.
+type Method = (...args: any[]) => unknown;
+
+interface Service {
+  readonly implementation: object;
+  /** Exposed methods by name: looked up here, never on the object, so no caller-given name reaches its prototype. */
+  readonly methods: Map<string, Method>;
+  readonly admits: (caller: ServiceCaller, message: Message) => boolean;
+  readonly validate: Map<string, (args: unknown[]) => void>;
+  readonly queue: PQueue<FifoQueue>;
+  readonly maxQueued: number;
+}
+
+/**
+ * The services of one context. `register` and `unregister` are what
+ * `registerService` and `unregisterService` do; `dispatch` answers a
+ * checked CALL_SERVICE request: the service, its policy, the method, the
+ * arguments, room in the queue, in that order, then the method in its turn.
+ */
+export class ServiceRegistry implements ServiceRegistryApi {
+  private readonly services = new Map<string, Service>();
+
+  /** @param router the router of the context the services are offered in. */
+  constructor(private readonly router: Router) {}
+
+  /**
+   * Registers `implementation`'s methods under `name`.
+   * @throws InvalidOptionError for a bad name, implementation or option.
+   * @throws Error when a service of that name is registered already.
+   */
+  register<S extends object>(name: string, implementation: S, options?: ServiceOptions<S>): ServiceName<S> {
+    const where = 'registerService()';
+    text(name, 'name', where, undefined, MAX_NAME_LENGTH);
+    if (
+      implementation === null ||
+      (typeof implementation !== 'object' && typeof implementation !== 'function') ||
+      Array.isArray(implementation)
+    ) {
+      throw new InvalidOptionError('implementation', where, 'an object whose methods are the service', implementation);
+    }
+    const checked = optionsObject(options, where) as ServiceOptions<object>;
+    const concurrency = integer(checked.concurrency, 'concurrency', where, DEFAULT_SERVICE_CONCURRENCY, 1, MAX_LIMIT);
+    const maxQueued = integer(checked.maxQueued, 'maxQueued', where, DEFAULT_SERVICE_MAX_QUEUED, 0, MAX_LIMIT);
+    const admits = this.policy(checked.policy, where);
+    const methods = exposedMethods(implementation);
+    const validate = validators(checked.validate, methods, where);
+    if (this.services.has(name)) {
+      throw new Error(
+        `a service named '${name}' is already registered in context '${this.router.name}'; unregister it first or choose another name`,
+      );
+    }
+    this.services.set(name, {
+      implementation,
+      methods,
+      admits,
+      validate,
+      queue: new PQueue({ concurrency, queueClass: FifoQueue }),
+      maxQueued,
+    });
+    return name as ServiceName<S>;
+  }
+
+  /** Withdraws the service `name`: later calls are unknown; those queued or running finish. */
+  unregister(name: string): boolean {
+    return this.services.delete(name);
+  }
+
+  /** Answers a CALL_SERVICE request: resolves with the method's result, or rejects with a `ServiceError`. */
+  dispatch(request: ServiceRequest, message: Message): unknown {
+    const [name, method, args] = request;
+    const service = this.services.get(name);
+    if (!service) {
+      throw this.error(
+        'ERR_TENDRIL_SERVICE_UNKNOWN',
+        name,
+        method,
+        message,
+        `context '${this.router.name}' offers no service '${name}' (called by ${this.callerText(message)}); check the name, and that it was registered in this context`,
+      );
+    }
+    const caller: ServiceCaller = { id: message.src, name: this.router.nameOf(message.src), authId: message.auth };
+    if (!service.admits(caller, message)) {
+      this.router.warn(
+        'policy',
+        `${this.router.name}: refused a call to ${method}() of service '${name}' from ${this.callerText(message)} (auth ${message.auth}): not allowed by its policy`,
+      );
+      throw this.error(
+        'ERR_TENDRIL_SERVICE_REFUSED',
+        name,
+        method,
+        message,
+        `call to ${method}() of service '${name}' in context '${this.router.name}' refused by policy: it does not admit ${this.callerText(message)}; the service's policy option decides who may call it (default 'parents': this context and its ancestors)`,
+      );
+    }
+    const fn = service.methods.get(method);
+    if (!fn) {
+      const known = [...service.methods.keys()].sort();
+      const listed =
+        known.length === 0
+          ? 'it has no methods'
+          : `its methods are ${known.slice(0, LISTED_METHODS).join(', ')}${known.length > LISTED_METHODS ? ', ...' : ''}`;
+      throw this.error(
+        'ERR_TENDRIL_SERVICE_METHOD',
+        name,
+        method,
+        message,
+        `service '${name}' in context '${this.router.name}' has no method '${method}'; ${listed}`,
+      );
+    }
+    const validate = service.validate.get(method);
+    if (validate) {
+      try {
+        validate(args);
+      } catch (error) {
+        throw this.error(
+          'ERR_TENDRIL_SERVICE_ARGUMENTS',
+          name,
+          method,
+          message,
+          `bad arguments to ${method}() of service '${name}' in context '${this.router.name}': ${reasonOf(error)}`,
+        );
+      }
+    }
+    const { queue, maxQueued, implementation } = service;
+    // Waiting calls only: those running are bounded by the concurrency already.
+    if (queue.pending >= queue.concurrency && queue.size >= maxQueued) {
+      throw this.error(
+        'ERR_TENDRIL_SERVICE_BUSY',
+        name,
+        method,
+        message,
+        `service '${name}' in context '${this.router.name}' is busy: ${queue.pending} calls running and ${queue.size} waiting (its maxQueued); try again later, or raise its concurrency or maxQueued`,
+      );
+    }
+    return queue.add(() => fn.apply(implementation, args));
+  }
+
+  /** The admission check of `policy`. */
+  private policy(policy: ServicePolicy | undefined, where: string): Service['admits'] {
+    if (policy === undefined || policy === 'parents') {
+      const parents = hasParentAuthority(this.router);
+      return (_caller, message) => parents(message, undefined);
+    }
+    if (policy === 'any') return () => true;
+    if (typeof policy !== 'function') {
+      throw new InvalidOptionError('policy', where, "'parents', 'any' or a function of the caller", policy);
+    }
+    return (caller) => {
+      try {
+        return policy(Object.freeze({ ...caller })) === true;
+      } catch (error) {
+        this.router.warn(
+          'policy',
+          `${this.router.name}: a service policy threw for caller '${caller.name}' (id ${caller.id}), so the call was refused: ${reasonOf(error)}`,
+        );
+        return false;
+      }
+    };
+  }
+
+  private callerText(message: Message): string {
+    return describeServiceCaller(this.router, message.src);
+  }
+
+  private error(code: ServiceErrorCode, name: string, method: string, message: Message, text: string): ServiceError {
+    return new ServiceError(code, text, serviceErrorDetails(this.router, name, method, message));
+  }
+}
+
+/**
+ * The methods a service exposes: function-valued data properties of the
+ * object and its prototypes up to (not including) `Object.prototype`,
+ * nearest first; never `constructor` or a name starting with `_`. Getters
+ * are not called.
+ */
+export function exposedMethods(implementation: object): Map<string, Method> {
+  const methods = new Map<string, Method>();
+  for (
+    let level: object | null = implementation;
+    level !== null && level !== Object.prototype && level !== Function.prototype;
+    level = Object.getPrototypeOf(level) as object | null
+  ) {
+    for (const key of Object.getOwnPropertyNames(level)) {
+      if (key === 'constructor' || key.startsWith('_') || methods.has(key)) continue;
+      const value = Object.getOwnPropertyDescriptor(level, key)?.value;
+      if (typeof value === 'function') methods.set(key, value as Method);
+    }
+  }
+  return methods;
+}
+
+function validators(
+  validate: ServiceOptions<object>['validate'] | undefined,
+  methods: Map<string, Method>,
+  where: string,
+): Map<string, (args: unknown[]) => void> {
+  const checks = new Map<string, (args: unknown[]) => void>();
+  if (validate === undefined) return checks;
+  if (typeof validate !== 'object' || validate === null || Array.isArray(validate)) {
+    throw new InvalidOptionError('validate', where, 'an object of checks by method name', validate);
+  }
+  for (const method of Object.keys(validate)) {
+    const check = (validate as Record<string, unknown>)[method];
+    if (!methods.has(method)) {
+      throw new InvalidOptionError(`validate.${method}`, where, 'the check of a method the service exposes', check);
+    }
+    if (typeof check !== 'function') {
+      throw new InvalidOptionError(`validate.${method}`, where, 'a function of the arguments', check);
+    }
+    checks.set(method, check as (args: unknown[]) => void);
+  }
+  return checks;
+}
+
+function reasonOf(error: unknown): string {
+  try {
+    return error instanceof Error ? error.message : String(error);
+  } catch {
+    return 'a reason that could not be described';
+  }
+}
+
+const registries = new WeakMap<Router, ServiceRegistry>();
+
+/** The registry of `router`'s context, made and installed as its dispatcher on first use. */
+export function serviceRegistry(router: Router): ServiceRegistry {
+  let registry = registries.get(router);
+  if (!registry) {
+    const made = new ServiceRegistry(router);
+    registry = made;
+    registries.set(router, made);
+    router.serviceDispatcher = (request, message) => made.dispatch(request, message);
+  }
+  return registry;
+}

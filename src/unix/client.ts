@@ -1,0 +1,367 @@
+import { connect as netConnect, type Socket } from 'node:net';
+import { resolve } from 'node:path';
+import { EventEmitter } from 'eventemitter3';
+import { Context } from '../core/context.js';
+import { ChannelError } from '../core/errors.js';
+import { logger } from '../core/log.js';
+import { milliseconds, optionsObject } from '../core/options.js';
+import { Receiver, type ReceiverOptions } from '../core/receiver.js';
+import { Router as CoreRouter, type PreparedCall, ROUTER_SWITCH, type RouterWarning } from '../core/router.js';
+import { type ServiceName, type ServiceOptions, serviceName } from '../core/services.js';
+import { Stream } from '../core/stream.js';
+import { callPreparer } from '../master/prepare-call.js';
+import { MAX_VIA_DEPTH, type PoolTarget } from '../services/pool/index.js';
+import { serviceRegistry } from '../services/service/registry.js';
+import { ListenerError } from './errors.js';
+import { HELLO_VERSION, helloMessage, isPeerName, readWelcome, type Welcome } from './hello.js';
+import { type AcquiredRecord, type ContextRecord, type PeerApi, peerServiceName } from './peer-service.js';
+
+const debug = logger('listener');
+
+/** Options of `connect()`. */
+export interface ConnectOptions {
+  /** Name to have in the master's tree (made unique there). Default `'worker:<pid>'`. */
+  name?: string;
+  /** Milliseconds to wait for the master's welcome. Default 10000. */
+  connectTimeout?: number;
+}
+
+/** A target as a joined process names it: a `via` is a target or a `Context` of the master's tree. */
+export type WorkerTarget = DistributiveOmit<PoolTarget, 'via'> & { via?: WorkerTarget | Context };
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** Options of `worker.acquire()`. */
+export interface WorkerAcquireOptions {
+  /** A context for this lease alone, closed when it is released. */
+  unique?: boolean;
+  /** Milliseconds to wait (for room in the pool and for connecting) before rejecting with `TimeoutError`. */
+  timeout?: number;
+  /** Stops waiting when it aborts; a context the master acquires meanwhile is given back. */
+  signal?: AbortSignal;
+}
+
+/** A context held from the master's pool by a joined process, until `release()`. */
+export interface WorkerLease {
+  /** The context, for calls from this process. */
+  readonly context: Context;
+  /** The target's key in the master's pool. */
+  readonly key: string;
+  /** How the pool names the target, e.g. `'ssh:deploy@web1:22'`. */
+  readonly label: string;
+  /** Gives the context back to the master's pool (it stays open there). Idempotent. */
+  release(): void;
+  /** `using lease = await worker.acquire(...)` releases it at the end of the scope. */
+  [Symbol.dispose](): void;
+}
+
+/** Events of a `WorkerRouter`. */
+export interface WorkerRouterEvents {
+  /** The connection to the master closed (closed here, by the master, or the master died). */
+  disconnect: [reason: string];
+  /** A message was refused or dropped here. */
+  warning: [warning: RouterWarning];
+}
+
+/** The message switch of a joined process: ships functions as the master does, and keeps the process alive only while a call is in flight. */
+class PeerSwitch extends CoreRouter {
+  private readonly preparer = callPreparer();
+  private held = 0;
+
+  override prepareCall(fn: Parameters<CoreRouter['prepareCall']>[0]): PreparedCall {
+    return this.preparer(fn);
+  }
+
+  override hold(): void {
+    super.hold();
+    if (this.held++ === 0) this.parentStream?.ref();
+  }
+
+  override release(): void {
+    super.release();
+    if (--this.held === 0) this.parentStream?.unref();
+  }
+}
+
+/**
+ * This process's place in a master's tree, joined through the master's
+ * UNIX listener with `connect(path)`: a context ID of its own, and calls
+ * to the contexts the master holds and to the master's services, acting
+ * with the master's authority. Close it when done.
+ */
+export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
+  /** The master, for its services: `worker.master.callService(...)`. */
+  readonly master: Context;
+  readonly #core: PeerSwitch;
+  readonly #stream: Stream;
+  /** The master, untyped, for the listener's own service. */
+  readonly #peer: Context;
+  readonly #service: ServiceName<PeerApi>;
+  #tokens = 1;
+  #closed: string | undefined;
+
+  /** Made by `connect()`. */
+  private constructor(core: PeerSwitch, stream: Stream, welcome: Welcome) {
+    super();
+    this.#core = core;
+    this.#stream = stream;
+    this.master = new Context(core, 0, welcome.masterName, -1, welcome.masterInfo);
+    this.#peer = this.master;
+    this.#service = serviceName<PeerApi>(peerServiceName(welcome.id));
+    core.on('warning', (warning) => this.emit('warning', warning));
+    core.on('parentClosed', (reason) => {
+      this.#closed ??= `the connection to master '${welcome.masterName}' closed: ${reason}`;
+      core.closeHandlers(new ChannelError(welcome.masterName, 0, this.#closed));
+      this.emit('disconnect', this.#closed);
+    });
+  }
+
+  /** @internal Builds the router once the master has welcomed this process. */
+  static create(stream: Stream, welcome: Welcome): WorkerRouter {
+    const core = new PeerSwitch({
+      id: welcome.id,
+      name: welcome.name,
+      parentIds: [0],
+      maxMessageSize: welcome.maxMessageSize,
+    });
+    core.setName(0, welcome.masterName);
+    core.setParentStream(stream);
+    stream.unref();
+    return new WorkerRouter(core, stream, welcome);
+  }
+
+  /** This process's context ID in the master's tree. */
+  get id(): number {
+    return this.#core.id;
+  }
+
+  /** This process's name in the master's tree. */
+  get name(): string {
+    return this.#core.name;
+  }
+
+  /** True once the connection to the master has closed. */
+  get closed(): boolean {
+    return this.#closed !== undefined;
+  }
+
+  /**
+   * A handle on context `id` of the master's tree (one the master holds),
+   * for calls from this process. `name` is how errors name it.
+   */
+  context(id: number, name = `context ${id}`): Context {
+    if (!Number.isInteger(id) || id < 0) throw new TypeError(`a context ID is a non-negative integer, not ${id}`);
+    this.#core.setName(id, name);
+    return new Context(this.#core, id, name, 0, { pid: 0, nodeVersion: '', hostname: '', platform: '', arch: '' });
+  }
+
+  /**
+   * A context from the master's pool (docs/pool.md): the one the master
+   * already holds for this target, else one it starts there. Every process
+   * joined to the master shares it, over the master's one connection.
+   *
+   * ```ts
+   * const lease = await worker.acquire({ method: 'ssh', hostname: 'web1' });
+   * await lease.context.call(() => process.pid);
+   * lease.release();
+   * ```
+   *
+   * @param target as for `router.pool.acquire()`; a `via` is a target, or a
+   *   `Context` of the master's tree (from `acquire()` or `contexts()`).
+   * @param options `unique` (a context of its own), `timeout` (ms, waiting
+   *   and connecting included), `signal` (stops waiting; a context acquired
+   *   meanwhile is given back).
+   * @returns a `WorkerLease`; leases still held when this process leaves are released by the master.
+   * @throws the pool's errors (`PoolError` naming the target, the connection method's errors), as their own classes.
+   * @throws ChannelError when the connection to the master closes.
+   */
+  async acquire(target: WorkerTarget, options: WorkerAcquireOptions = {}): Promise<WorkerLease> {
+    optionsObject(options, 'worker.acquire()');
+    const token = this.#tokens++;
+    const wire: { unique?: boolean; timeout?: number } = {};
+    if (options.unique !== undefined) wire.unique = options.unique;
+    if (options.timeout !== undefined) wire.timeout = options.timeout;
+    let record: AcquiredRecord;
+    try {
+      record = await this.#peer.callServiceWith(
+        { signal: options.signal },
+        this.#service,
+        'acquire',
+        token,
+        onWire(target, 0),
+        wire,
+      );
+    } catch (error) {
+      // An abandoned acquire may still succeed in the master: tell it to give the context back.
+      if (options.signal?.aborted) this.#release(token);
+      throw error;
+    }
+    this.#core.setName(record.id, record.name);
+    const context = new Context(this.#core, record.id, record.name, record.parentId, record.info);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.#release(token);
+    };
+    return { context, key: record.key, label: record.label, release, [Symbol.dispose]: release };
+  }
+
+  /** The contexts the master has started (directly or via others) and still holds, as handles for calls from here. */
+  async contexts(): Promise<Context[]> {
+    const records: ContextRecord[] = await this.#peer.callService(this.#service, 'contexts');
+    return records.map((record) => {
+      this.#core.setName(record.id, record.name);
+      return new Context(this.#core, record.id, record.name, record.parentId, record.info);
+    });
+  }
+
+  /**
+   * Offers a service from this process to the master and the other joined
+   * processes (docs/services.md); they act with the master's authority, so
+   * the default policy, `'parents'`, admits them.
+   * @throws as `router.registerService()`.
+   */
+  registerService<S extends object>(name: string, implementation: S, options?: ServiceOptions<S>): ServiceName<S> {
+    return serviceRegistry(this.#core).register(name, implementation, options);
+  }
+
+  /** Withdraws a service this process registered; false when there was none by that name. */
+  unregisterService(name: string): boolean {
+    return serviceRegistry(this.#core).unregister(name);
+  }
+
+  #release(token: number): void {
+    if (this.closed) return;
+    this.#peer.callService(this.#service, 'release', token).catch(() => {
+      // The master is gone, or the lease was: either way nothing is held any more.
+    });
+  }
+
+  /** A receiver in this process, as `router.receiver()` in the master (docs/streams.md). */
+  receiver<T = unknown>(options: ReceiverOptions = {}): Receiver<T> {
+    return new Receiver<T>(this.#core, options);
+  }
+
+  /**
+   * Leaves the master's tree: calls in flight here reject, and the master
+   * releases what this process held. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.#closed === undefined) {
+      this.#closed = 'it was closed (worker.close())';
+      this.#stream.close(this.#closed);
+    }
+  }
+
+  /** `await using worker = await connect(path)` closes it at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  /** The message switch behind this facade; internal. */
+  get [ROUTER_SWITCH](): CoreRouter {
+    return this.#core;
+  }
+}
+
+/**
+ * Joins the tree of the master listening at `path` (`router.listen(path)`
+ * there), from another process of the same user on this machine.
+ *
+ * ```ts
+ * const worker = await connect('/run/user/1000/deploy/tendril.sock');
+ * const web = await worker.acquire({ method: 'ssh', hostname: 'web1' });
+ * ```
+ *
+ * @throws ListenerError `ERR_TENDRIL_LISTENER_UNREACHABLE` when nothing
+ *   listens there (no socket, a stale one, or no permission to reach it),
+ *   `ERR_TENDRIL_LISTENER_REFUSED` when the master turned this process away
+ *   (saying why), `ERR_TENDRIL_LISTENER` when the handshake failed or timed out.
+ * @throws InvalidOptionError for a bad option.
+ */
+export async function connect(path: string, options: ConnectOptions = {}): Promise<WorkerRouter> {
+  const where = 'connect()';
+  optionsObject(options, where);
+  const timeout = milliseconds(options.connectTimeout, 'connectTimeout', where, 10_000, 1);
+  if (options.name !== undefined && !isPeerName(options.name)) {
+    throw new ListenerError(String(path), `${where}: name must be 1 to 64 printable characters without spaces`);
+  }
+  const absolute = resolve(path);
+  const socket = await open(absolute);
+  const stream = new Stream({ name: 'master', input: socket, output: socket, maxMessageSize: 1024 * 1024 });
+  const welcome = await new Promise<Welcome>((resolveWelcome, reject) => {
+    let failed = false;
+    const fail = (message: string, code?: string) => {
+      if (failed) return;
+      failed = true;
+      clearTimeout(timer);
+      stream.close(message);
+      reject(new ListenerError(absolute, message, code));
+    };
+    const timer = setTimeout(
+      () =>
+        fail(`the master at ${absolute} did not answer within ${timeout} ms; is it busy, or not a tendril listener?`),
+      timeout,
+    );
+    stream.on('close', (reason) =>
+      fail(`the master at ${absolute} closed the connection before welcoming this process: ${reason}`),
+    );
+    stream.onMessage = (message) => {
+      stream.onMessage = () => {};
+      try {
+        const answer = readWelcome(message);
+        if ('refused' in answer) {
+          fail(`the master at ${absolute} refused this process: ${answer.refused}`, 'ERR_TENDRIL_LISTENER_REFUSED');
+          return;
+        }
+        clearTimeout(timer);
+        stream.removeAllListeners('close');
+        resolveWelcome(answer);
+      } catch (error) {
+        fail(`the master at ${absolute}: ${(error as Error).message}`);
+      }
+    };
+    stream.send(helloMessage({ version: HELLO_VERSION, name: options.name ?? null }));
+  });
+  stream.setMaxMessageSize(welcome.maxMessageSize);
+  debug('joined %s at %s as %s (id %d)', welcome.masterName, absolute, welcome.name, welcome.id);
+  return WorkerRouter.create(stream, welcome);
+}
+
+function open(path: string): Promise<Socket> {
+  return new Promise((resolveSocket, reject) => {
+    const socket = netConnect(path);
+    socket.once('connect', () => {
+      socket.removeAllListeners('error');
+      resolveSocket(socket);
+    });
+    socket.once('error', (error: NodeJS.ErrnoException) => {
+      const why =
+        error.code === 'ENOENT'
+          ? 'there is no socket there; start the master with router.listen() first'
+          : error.code === 'ECONNREFUSED'
+            ? 'nothing listens there (a master that died left the socket)'
+            : error.code === 'EACCES'
+              ? 'permission denied: the socket or its directory belongs to another user'
+              : error.message;
+      reject(
+        new ListenerError(path, `cannot join the master at ${path}: ${why}`, 'ERR_TENDRIL_LISTENER_UNREACHABLE', {
+          cause: error,
+        }),
+      );
+    });
+  });
+}
+
+/**
+ * The target as it travels: each `via` that is a Context becomes its ID.
+ * @throws TypeError for a chain deeper than the pool allows.
+ */
+function onWire(target: WorkerTarget, depth: number): unknown {
+  if (target === null || typeof target !== 'object') return target;
+  if (depth > MAX_VIA_DEPTH) throw new TypeError(`a via chain may have at most ${MAX_VIA_DEPTH} hops`);
+  const { via } = target;
+  if (via === undefined) return target;
+  return { ...target, via: via instanceof Context ? via.id : onWire(via, depth + 1) };
+}

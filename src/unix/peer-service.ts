@@ -1,0 +1,145 @@
+/**
+ * The master's side of what a joined process asks for: contexts from the
+ * master's pool, and the list of contexts the master holds. Each peer gets
+ * a service of its own (named for its ID, admitting it alone), so every
+ * lease it takes is tied to it and released when it leaves.
+ */
+import type { Context, ContextInfo } from '../core/context.js';
+import type { MasterRouter } from '../master/master-router.js';
+import type { Router } from '../master/router.js';
+import type { PoolLease, PoolTarget } from '../services/pool/index.js';
+import { MAX_VIA_DEPTH } from '../services/pool/index.js';
+import { serviceRegistry } from '../services/service/registry.js';
+
+/** Leases one peer may hold (or be acquiring) at once: a peer cannot grow the master without bound. */
+export const MAX_PEER_LEASES = 4096;
+
+/** A context as it travels to a peer. */
+export interface ContextRecord {
+  id: number;
+  name: string;
+  parentId: number;
+  info: ContextInfo;
+}
+
+/** What `acquire` answers: the context, and how the pool knows the target. */
+export interface AcquiredRecord extends ContextRecord {
+  key: string;
+  label: string;
+}
+
+/** Name of the service the master offers the peer `peerId`. */
+export function peerServiceName(peerId: number): string {
+  return `tendril.listener.${peerId}`;
+}
+
+/** The methods a peer calls; `this` is bound to one peer. */
+export interface PeerApi {
+  acquire(token: number, target: unknown, options: unknown): Promise<AcquiredRecord>;
+  release(token: number): boolean;
+  contexts(): ContextRecord[];
+}
+
+/** The record of a context handle, for the peer. */
+export function recordOf(context: Context): ContextRecord {
+  return { id: context.id, name: context.name, parentId: context.parentId, info: context.info };
+}
+
+/**
+ * Offers the service of peer `peerId` in the master.
+ * @returns a function that withdraws it and releases every lease the peer held.
+ */
+export function offerPeerService(router: Router, core: MasterRouter, peerId: number): () => void {
+  /** A lease by the peer's token; null while it is being acquired. */
+  const leases = new Map<number, PoolLease | null>();
+  let gone = false;
+  const api: PeerApi = {
+    async acquire(token, target, options) {
+      if (!Number.isInteger(token)) throw new TypeError('acquire: the token must be an integer');
+      if (leases.has(token)) throw new TypeError(`acquire: token ${token} is already in use`);
+      if (leases.size >= MAX_PEER_LEASES) {
+        throw new RangeError(`this process holds ${MAX_PEER_LEASES} leases already; release some first`);
+      }
+      const { unique, timeout } = acquireOptions(options);
+      const resolved = resolveVia(core, target, 0);
+      leases.set(token, null);
+      let lease: PoolLease;
+      try {
+        lease = await router.pool.acquire(resolved, { unique, timeout });
+      } catch (error) {
+        leases.delete(token);
+        throw error;
+      }
+      // Released (or the peer left) while it was being acquired: give it straight back.
+      if (gone || !leases.has(token)) {
+        lease.release();
+        throw new Error('the lease was released before it was acquired');
+      }
+      leases.set(token, lease);
+      return { ...recordOf(lease.context), key: lease.key, label: lease.label };
+    },
+    release(token) {
+      if (!leases.has(token)) return false;
+      leases.get(token)?.release();
+      leases.delete(token);
+      return true;
+    },
+    contexts() {
+      return core.startedContexts().map(recordOf);
+    },
+  };
+  const name = peerServiceName(peerId);
+  const registry = serviceRegistry(core);
+  registry.register(name, api, {
+    // This peer alone (it acts with the master's authority, so 'parents' would admit every peer).
+    policy: (caller) => caller.id === peerId,
+    // Acquires wait on the pool, which bounds starts itself.
+    concurrency: 64,
+    validate: {
+      release: (args) => {
+        if (args.length !== 1 || !Number.isInteger(args[0])) throw new TypeError('release takes one integer token');
+      },
+      contexts: (args) => {
+        if (args.length !== 0) throw new TypeError('contexts takes no arguments');
+      },
+    },
+  });
+  return () => {
+    gone = true;
+    registry.unregister(name);
+    for (const lease of leases.values()) lease?.release();
+    leases.clear();
+  };
+}
+
+function acquireOptions(options: unknown): { unique: boolean; timeout: number | undefined } {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new TypeError('acquire: options must be an object');
+  }
+  const { unique, timeout } = options as { unique?: unknown; timeout?: unknown };
+  if (unique !== undefined && typeof unique !== 'boolean') throw new TypeError('acquire: unique must be a boolean');
+  if (timeout !== undefined && (typeof timeout !== 'number' || !(timeout >= 0))) {
+    throw new TypeError('acquire: timeout must be a number of milliseconds');
+  }
+  return { unique: unique === true, timeout: timeout as number | undefined };
+}
+
+/**
+ * The target with each `via` given as a context ID (how a peer names a
+ * context it holds) replaced by the master's handle on that context.
+ * @throws TypeError when a via names a context the master did not start.
+ */
+function resolveVia(core: MasterRouter, target: unknown, depth: number): PoolTarget {
+  if (target === null || typeof target !== 'object' || Array.isArray(target)) {
+    throw new TypeError('acquire: the target must be an object such as { method: "ssh", host: "web1" }');
+  }
+  if (depth > MAX_VIA_DEPTH) throw new TypeError(`acquire: a via chain may have at most ${MAX_VIA_DEPTH} hops`);
+  const { via } = target as { via?: unknown };
+  if (via === undefined) return target as PoolTarget;
+  if (typeof via === 'number') {
+    const context = core.startedContext(via);
+    if (!context) throw new TypeError(`acquire: via context ${via} is not one the master holds`);
+    return { ...(target as PoolTarget), via: context };
+  }
+  return { ...(target as PoolTarget), via: resolveVia(core, via, depth + 1) };
+}
