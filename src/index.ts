@@ -70,6 +70,7 @@ export type { RouterOptions, ViaOption } from './master/router.js';
 export { Router } from './master/router.js';
 export * from './services/commands/index.js';
 export * from './services/files/index.js';
+export * from './services/fleet/index.js';
 export * from './services/pool/index.js';
 export * from './services/service/index.js';
 export * from './unix/index.js';
