@@ -13,6 +13,9 @@
 // process.memoryUsage.rss(), and the kernel's high-water mark (VmHWM) as a
 // cross-check, then shuts every context down and exits. Medians over the
 // rounds (FLEET_ROUNDS, default 5, after one warm-up round of each).
+//
+// The `memory` part: the heap a finished fleet keeps per target, over
+// 20000 targets that are all one held context (so no context is started).
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -145,11 +148,53 @@ async function benchFleet(table: Table): Promise<void> {
   }
 }
 
-if (process.argv[2] === '--round') {
+/** Targets of the memory part: all the same held context, so only the fleet's own bookkeeping grows. */
+const RETAINED_TARGETS = 20_000;
+
+/** In a process run with --expose-gc: heap bytes a finished fleet keeps per target (entry, outcome, summary line). */
+async function retained(): Promise<number> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) throw new Error('run with --expose-gc');
+  const router = new Router();
+  try {
+    const held = await router.local({ name: 'held' });
+    const targets = Array(RETAINED_TARGETS).fill(held);
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    const fleet = router.fleet(targets, () => 0, { concurrency: 100 });
+    const summary = await fleet.summary();
+    gc();
+    const bytes = (process.memoryUsage().heapUsed - before) / RETAINED_TARGETS;
+    if (summary.succeeded.length !== RETAINED_TARGETS) throw new Error(summary.format());
+    return bytes;
+  } finally {
+    await router.shutdown();
+  }
+}
+
+async function benchRetained(table: Table): Promise<void> {
+  const perTarget = await new Promise<number>((resolve, reject) => {
+    execFile(
+      process.execPath,
+      ['--expose-gc', fileURLToPath(import.meta.url), '--retained'],
+      { timeout: 300_000 },
+      (error, stdout, stderr) => {
+        if (error) reject(new Error(`the memory part failed: ${error.message}\n${stderr}`));
+        else resolve(Number(stdout.trim().split('\n').pop()));
+      },
+    );
+  });
+  table.heading(`what a finished fleet keeps, ${RETAINED_TARGETS} targets (one held context), value 0`);
+  table.add('heap retained per target', `${perTarget.toFixed(0)} B`, 'its entry, outcome and summary line, after gc');
+}
+
+if (process.argv[2] === '--retained') {
+  console.log(await retained());
+} else if (process.argv[2] === '--round') {
   const way = process.argv[3] as Way;
   if (!(way in WAYS)) throw new Error(`unknown round ${way}; one of ${Object.keys(WAYS).join(', ')}`);
   console.log(JSON.stringify(await round(way)));
 } else {
   progress(`${CONTEXTS} local contexts, ${ROUNDS} rounds of ${Object.keys(WAYS).length} ways`);
-  await runParts('fleet', { fleet: benchFleet });
+  await runParts('fleet', { fleet: benchFleet, memory: benchRetained });
 }

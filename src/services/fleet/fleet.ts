@@ -149,8 +149,9 @@ interface Entry<T, Target> {
  *
  * It keeps every outcome until it is itself unreachable (the summary and
  * late iterators need them): a slow loop makes it hold more outcomes, never
- * more running targets. That is about 300 bytes per target plus the
- * function's value or the error; return only what you need.
+ * more running targets. That is a few hundred bytes per target (entry,
+ * outcome and summary line; `npm run bench:fleet memory` measures it) plus
+ * the function's value or the error; return only what you need.
  */
 export class Fleet<T, Target = FleetTarget> extends EventEmitter<FleetEvents<T, Target>> {
   readonly #entries: Entry<T, Target>[];
