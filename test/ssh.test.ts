@@ -603,6 +603,16 @@ describe('ssh', () => {
     assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
   });
 
+  test('an SSH context that became ready while another call was in flight keeps its own pending call alive', async () => {
+    const options: SshOptions = { ...base, username: bed.accounts.key.name, identityFile: bed.keyFile };
+    const script = join(ROOT, 'build', 'test', 'fixtures', 'ssh-started-during-call.js');
+    const { stdout } = await promisify(execFile)(process.execPath, [script, JSON.stringify(options)], {
+      timeout: 20_000,
+    });
+    const { pid } = JSON.parse(stdout) as { pid: number };
+    assert.ok(pid > 0);
+  });
+
   test('keepalive detects a dead link and rejects pending calls', async () => {
     const account = bed.accounts.nosudo.name;
     const context = await router.ssh({ ...base, username: account, identityFile: bed.keyFile, keepaliveInterval: 200 });

@@ -226,6 +226,8 @@ async function startChild<O extends CommonOptions>(
     const info = openReply(router, ids.id, BOOT_SPEC, reply);
     // From now on the child only keeps the event loop alive while calls to it are pending.
     transport.process.unref();
+    // Unreferencing an SSH "process" unreferences the stream's socket too: a call already in flight must keep it.
+    router.followHolds(stream);
     runtime.broker.addChild(ids.id, name, transport.process, stream);
     debug(
       '%s: %s ready in %d ms (pid %d, node %s)',

@@ -836,6 +836,17 @@ export class Router extends EventEmitter<RouterEvents> {
     if (this.inflight++ === 0) for (const stream of this.streams) stream.ref();
   }
 
+  /**
+   * Puts `stream` back in line with the requests in flight: referenced
+   * while there are any, else not. For a transport that changed it
+   * behind the router's back (an SSH connection's socket is both the
+   * child's "process" and the stream's socket).
+   */
+  followHolds(stream: Stream): void {
+    if (this.inflight > 0 || stream === this.parentStream) stream.ref();
+    else stream.unref();
+  }
+
   /** Undoes one `hold()`; when none remain, child streams stop keeping the process alive. */
   release(): void {
     if (--this.inflight === 0) {
