@@ -18,7 +18,10 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const WORKER = join(ROOT, 'build', 'test', 'fixtures', 'listener-worker.js');
 
 /** Runs the worker fixture; resolves with the JSON lines it printed once it exits. */
-function runWorker(args: string[], options: { uid?: number; gid?: number } = {}): Promise<unknown[]> {
+function runWorker(
+  args: string[],
+  options: { uid?: number; gid?: number; env?: NodeJS.ProcessEnv } = {},
+): Promise<unknown[]> {
   const child = spawn(process.execPath, [WORKER, ...args], { stdio: ['ignore', 'pipe', 'inherit'], ...options });
   return collect(child);
 }
@@ -282,7 +285,9 @@ describe('router.listen() and connect()', () => {
       chmodSync(dirname(open), 0o711);
       chmodSync(open, 0o666);
       chmodSync(scratch, 0o711);
-      const [outcome] = (await runWorker([open, 'join'], { uid: 65534, gid: 65534 })) as [
+      // The worker agrees to join root's master, so that the master's own check is what refuses it.
+      const env = { ...process.env, ALLOW_UIDS: '[0]' };
+      const [outcome] = (await runWorker([open, 'join'], { uid: 65534, gid: 65534, env })) as [
         { code: string; message: string },
       ];
       assert.equal(outcome.code, 'ERR_TENDRIL_LISTENER_REFUSED', JSON.stringify(outcome));
@@ -292,6 +297,32 @@ describe('router.listen() and connect()', () => {
     } finally {
       chmodSync(scratch, 0o700);
       await other.shutdown();
+    }
+  });
+
+  test('a worker does not join a process of another user listening at the path', async () => {
+    const shared = join(scratch, 'impostor');
+    mkdirSync(shared, { mode: 0o777 });
+    chmodSync(shared, 0o777);
+    chmodSync(scratch, 0o711);
+    const path = join(shared, 'tendril.sock');
+    const impostor = spawn(
+      process.execPath,
+      ['-e', `require('net').createServer(() => {}).listen(${JSON.stringify(path)}, () => console.log('listening'))`],
+      { uid: 65534, gid: 65534, stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      await new Promise((resolve, reject) => {
+        impostor.stdout?.once('data', resolve);
+        impostor.once('exit', (code) => reject(new Error(`the impostor exited (${code})`)));
+      });
+      const [outcome] = (await runWorker([path, 'join'])) as [{ code: string; message: string }];
+      assert.equal(outcome.code, 'ERR_TENDRIL_LISTENER_UNTRUSTED', JSON.stringify(outcome));
+      assert.match(outcome.message, /it runs as uid 65534, not as this process's user \(uid 0\)/);
+    } finally {
+      impostor.kill('SIGKILL');
+      await exited(impostor);
+      chmodSync(scratch, 0o700);
     }
   });
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import {
   CallError,
@@ -325,6 +326,64 @@ describe('services in the master', { timeout: 120_000 }, () => {
     assert.equal(started, 1);
     release.open();
     assert.deepEqual(await outcomes, [0, 1, 2, 'ERR_TENDRIL_SERVICE_BUSY']);
+  });
+
+  test('past maxQueuedBytes of waiting arguments, a call is refused as busy', async () => {
+    const release = gate();
+    router.registerService(
+      'heavy',
+      {
+        async take(data: Buffer) {
+          await release.promise;
+          return data.length;
+        },
+      },
+      { policy: 'any', concurrency: 1, maxQueuedBytes: 1024 * 1024 },
+    );
+    const arrived = countArrivals(router);
+    const outcomes = child.call(async () => {
+      const master = (require('tendril') as Tendril).contextRouter().master;
+      const chunk = Buffer.alloc(600 * 1024);
+      const settled = await Promise.allSettled([0, 1, 2].map(() => master.callService('heavy', 'take', chunk)));
+      return settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as { code: string }).code));
+    });
+    await waitFor(() => arrived() === 3);
+    release.open();
+    // One runs, one waits (600 KiB), the third would make 1.2 MiB wait.
+    assert.deepEqual(await outcomes, [600 * 1024, 600 * 1024, 'ERR_TENDRIL_SERVICE_BUSY']);
+    router.unregisterService('heavy');
+  });
+
+  test("an event emitter's or a built-in's inherited methods are never exposed", async () => {
+    class Notifier extends EventEmitter {
+      notify(text: string) {
+        return `notified: ${text}`;
+      }
+    }
+    const notifier = new Notifier();
+    notifier.on('error', () => {});
+    router.registerService('notifier', notifier, { policy: 'any' });
+    try {
+      const outcomes = await child.call(async () => {
+        const master = (require('tendril') as Tendril).contextRouter().master;
+        const settled = await Promise.allSettled(
+          ['notify', 'emit', 'removeAllListeners', 'on', 'setMaxListeners'].map((method) =>
+            master.callService('notifier', method, 'x'),
+          ),
+        );
+        return settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as { code: string }).code));
+      });
+      assert.deepEqual(outcomes, [
+        'notified: x',
+        'ERR_TENDRIL_SERVICE_METHOD',
+        'ERR_TENDRIL_SERVICE_METHOD',
+        'ERR_TENDRIL_SERVICE_METHOD',
+        'ERR_TENDRIL_SERVICE_METHOD',
+      ]);
+      assert.equal(notifier.listenerCount('error'), 1, 'the service kept its listeners');
+    } finally {
+      router.unregisterService('notifier');
+    }
   });
 
   test('registration is checked: a taken name, bad options; unregistering makes a service unknown', async () => {

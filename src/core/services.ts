@@ -134,6 +134,12 @@ export interface ServiceOptions<S = unknown> {
    */
   maxQueued?: number;
   /**
+   * Bytes of arguments (as they arrived, encoded) the waiting calls may
+   * hold at most; past it, a call that would wait is refused as busy
+   * (`ERR_TENDRIL_SERVICE_BUSY`). Default 64 MiB.
+   */
+  maxQueuedBytes?: number;
+  /**
    * Checks of the arguments, by method, run before the call is queued: a
    * check that throws refuses the call with a `ServiceError` of code
    * `ERR_TENDRIL_SERVICE_ARGUMENTS` carrying its message. Arguments come

@@ -2,7 +2,7 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { EventEmitter } from 'eventemitter3';
 import { Context } from '../core/context.js';
-import { ChannelError } from '../core/errors.js';
+import { ChannelError, InvalidOptionError } from '../core/errors.js';
 import { logger } from '../core/log.js';
 import { milliseconds, optionsObject } from '../core/options.js';
 import { Receiver, type ReceiverOptions } from '../core/receiver.js';
@@ -14,6 +14,7 @@ import { MAX_VIA_DEPTH, type PoolTarget } from '../services/pool/index.js';
 import { serviceRegistry } from '../services/service/registry.js';
 import { ListenerError } from './errors.js';
 import { HELLO_VERSION, helloMessage, isPeerName, readWelcome, type Welcome } from './hello.js';
+import { type PeerCredentials, peerCredentials } from './peer-credentials.js';
 import { type AcquiredRecord, type ContextRecord, type PeerApi, peerServiceName } from './peer-service.js';
 
 const debug = logger('listener');
@@ -24,6 +25,12 @@ export interface ConnectOptions {
   name?: string;
   /** Milliseconds to wait for the master's welcome. Default 10000. */
   connectTimeout?: number;
+  /**
+   * User IDs whose master this process may join besides its own effective
+   * user (checked by the kernel's record of the listening process,
+   * SO_PEERCRED). Default: none.
+   */
+  allowUids?: number[];
 }
 
 /** A target as a joined process names it: a `via` is a target or a `Context` of the master's tree. */
@@ -277,18 +284,27 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
  * @throws ListenerError `ERR_TENDRIL_LISTENER_UNREACHABLE` when nothing
  *   listens there (no socket, a stale one, or no permission to reach it),
  *   `ERR_TENDRIL_LISTENER_REFUSED` when the master turned this process away
- *   (saying why), `ERR_TENDRIL_LISTENER` when the handshake failed or timed out.
+ *   (saying why), `ERR_TENDRIL_LISTENER_UNTRUSTED` when the process listening
+ *   there runs as another user (see `allowUids`): this process does not join
+ *   it, `ERR_TENDRIL_LISTENER` when the handshake failed or timed out.
  * @throws InvalidOptionError for a bad option.
  */
 export async function connect(path: string, options: ConnectOptions = {}): Promise<WorkerRouter> {
   const where = 'connect()';
   optionsObject(options, where);
   const timeout = milliseconds(options.connectTimeout, 'connectTimeout', where, 10_000, 1);
+  if (
+    options.allowUids !== undefined &&
+    (!Array.isArray(options.allowUids) || !options.allowUids.every((uid) => Number.isInteger(uid) && uid >= 0))
+  ) {
+    throw new InvalidOptionError('allowUids', where, 'an array of user IDs', options.allowUids);
+  }
   if (options.name !== undefined && !isPeerName(options.name)) {
     throw new ListenerError(String(path), `${where}: name must be 1 to 64 printable characters without spaces`);
   }
   const absolute = resolve(path);
   const socket = await open(absolute);
+  await checkMaster(socket, absolute, options.allowUids ?? []);
   const stream = new Stream({ name: 'master', input: socket, output: socket, maxMessageSize: 1024 * 1024 });
   const welcome = await new Promise<Welcome>((resolveWelcome, reject) => {
     let failed = false;
@@ -327,6 +343,35 @@ export async function connect(path: string, options: ConnectOptions = {}): Promi
   stream.setMaxMessageSize(welcome.maxMessageSize);
   debug('joined %s at %s as %s (id %d)', welcome.masterName, absolute, welcome.name, welcome.id);
   return WorkerRouter.create(stream, welcome);
+}
+
+/**
+ * Joins only a master of this user (or of `allowUids`), by the kernel's
+ * record of who listens: a process of another user that took the path
+ * (a shared or misconfigured directory) would otherwise receive this
+ * process's calls and their arguments, and answer them as it liked.
+ * @throws ListenerError `ERR_TENDRIL_LISTENER_UNTRUSTED` naming the listening process and its user.
+ */
+async function checkMaster(socket: Socket, path: string, allowUids: readonly number[]): Promise<void> {
+  let credentials: PeerCredentials;
+  try {
+    credentials = await peerCredentials(socket);
+  } catch (error) {
+    socket.destroy();
+    throw new ListenerError(path, `cannot join the master at ${path}: ${(error as Error).message}`, undefined, {
+      cause: error,
+    });
+  }
+  // Handing the socket to the credentials helper paused it.
+  socket.resume();
+  const euid = process.geteuid?.();
+  if (credentials.uid === euid || allowUids.includes(credentials.uid)) return;
+  socket.destroy();
+  throw new ListenerError(
+    path,
+    `refusing to join the process listening at ${path} (pid ${credentials.pid}): it runs as uid ${credentials.uid}, not as this process's user (uid ${euid}); a master of this user listens in a directory only it can write to`,
+    'ERR_TENDRIL_LISTENER_UNTRUSTED',
+  );
 }
 
 function open(path: string): Promise<Socket> {

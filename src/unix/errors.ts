@@ -19,7 +19,8 @@ export class ListenerError extends TendrilError {
    * @param message what happened and what to do.
    * @param code `ERR_TENDRIL_LISTENER` (setting up or handshake), `ERR_TENDRIL_LISTENER_IN_USE`
    *   (a live master listens there), `ERR_TENDRIL_LISTENER_REFUSED` (the master refused this
-   *   process), `ERR_TENDRIL_LISTENER_UNREACHABLE` (nothing listens there).
+   *   process), `ERR_TENDRIL_LISTENER_UNREACHABLE` (nothing listens there),
+   *   `ERR_TENDRIL_LISTENER_UNTRUSTED` (another user's process listens there: not joined).
    * @param options `cause`: the underlying error.
    */
   constructor(path: string, message: string, code = 'ERR_TENDRIL_LISTENER', options?: { cause?: unknown }) {

@@ -145,7 +145,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
   private refuse(socket: Socket, reason: string): void {
     debug('%s: refused a process on %s: %s', this.core.name, this.path, reason);
     this.pending.delete(socket);
-    this.emit('refuse', reason);
+    this.tell('refuse', reason);
     // Written directly: closing a Stream would destroy the socket before the refusal is flushed.
     socket.end(Buffer.concat(encodeFrame(refusalMessage(reason))));
     setTimeout(() => socket.destroy(), 1000).unref();
@@ -193,10 +193,11 @@ export class Listener extends EventEmitter<ListenerEvents> {
       output: socket,
       maxMessageSize: this.core.maxMessageSize,
     });
-    const timer = setTimeout(
-      () => this.refuse(socket, `process ${credentials.pid} said no hello within ${this.helloTimeout} ms`),
-      this.helloTimeout,
-    );
+    const timer = setTimeout(() => {
+      // A hello read after this must not let the process in.
+      stream.onMessage = () => {};
+      this.refuse(socket, `process ${credentials.pid} said no hello within ${this.helloTimeout} ms`);
+    }, this.helloTimeout);
     stream.on('close', () => {
       clearTimeout(timer);
       this.pending.delete(socket);
@@ -245,11 +246,23 @@ export class Listener extends EventEmitter<ListenerEvents> {
         withdraw();
         this.joined.delete(stream);
         debug('%s: %s (id %d) left: %s', this.core.name, name, id, reason);
-        this.emit('leave', peer, reason);
+        this.tell('leave', peer, reason);
       });
       debug('%s: %s (pid %d) joined as context %d', this.core.name, name, credentials.pid, id);
-      this.emit('join', peer);
+      this.tell('join', peer);
     };
+  }
+
+  /** Emits an event; a listener that throws is reported, never let loose in the stream's reading. */
+  private tell<E extends keyof ListenerEvents>(event: E, ...args: ListenerEvents[E]): void {
+    try {
+      (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args);
+    } catch (error) {
+      this.core.warn(
+        'handler',
+        `${this.core.name}: a '${event}' listener of the listener at ${this.path} threw: ${(error as Error)?.stack ?? error}`,
+      );
+    }
   }
 
   private uniqueName(wanted: string): string {

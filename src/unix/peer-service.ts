@@ -93,8 +93,9 @@ export function offerPeerService(router: Router, core: MasterRouter, peerId: num
   registry.register(name, api, {
     // This peer alone (it acts with the master's authority, so 'parents' would admit every peer).
     policy: (caller) => caller.id === peerId,
-    // Acquires wait on the pool, which bounds starts itself.
-    concurrency: 64,
+    // Nothing waits here: acquires wait in the pool (and are bounded per peer by
+    // MAX_PEER_LEASES), and a release must never queue behind them.
+    concurrency: 100_000,
     validate: {
       release: (args) => {
         if (args.length !== 1 || !Number.isInteger(args[0])) throw new TypeError('release takes one integer token');

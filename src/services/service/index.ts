@@ -26,7 +26,11 @@ export type {
   ServiceResult,
 } from '../../core/services.js';
 export { contextRouter, serviceName } from '../../core/services.js';
-export { DEFAULT_SERVICE_CONCURRENCY, DEFAULT_SERVICE_MAX_QUEUED } from './registry.js';
+export {
+  DEFAULT_SERVICE_CONCURRENCY,
+  DEFAULT_SERVICE_MAX_QUEUED,
+  DEFAULT_SERVICE_MAX_QUEUED_BYTES,
+} from './registry.js';
 
 declare module '../../master/router.js' {
   interface Router {

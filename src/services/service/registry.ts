@@ -24,6 +24,8 @@ import { FifoQueue } from './fifo.js';
 export const DEFAULT_SERVICE_CONCURRENCY = 16;
 /** Calls of one service waiting for a turn at most, by default. */
 export const DEFAULT_SERVICE_MAX_QUEUED = 1000;
+/** Bytes of arguments the waiting calls of one service may hold at most, by default. */
+export const DEFAULT_SERVICE_MAX_QUEUED_BYTES = 64 * 1024 * 1024;
 /** Largest `concurrency` and `maxQueued` accepted. */
 const MAX_LIMIT = 1_000_000;
 /** Method names listed at most in an unknown-method error. */
@@ -40,6 +42,9 @@ interface Service {
   readonly validate: Map<string, (args: unknown[]) => void>;
   readonly queue: PQueue<FifoQueue>;
   readonly maxQueued: number;
+  readonly maxQueuedBytes: number;
+  /** Bytes of arguments of the calls added and not yet started. */
+  queuedBytes: number;
 }
 
 /**
@@ -72,6 +77,14 @@ export class ServiceRegistry implements ServiceRegistryApi {
     const checked = optionsObject(options, where) as ServiceOptions<object>;
     const concurrency = integer(checked.concurrency, 'concurrency', where, DEFAULT_SERVICE_CONCURRENCY, 1, MAX_LIMIT);
     const maxQueued = integer(checked.maxQueued, 'maxQueued', where, DEFAULT_SERVICE_MAX_QUEUED, 0, MAX_LIMIT);
+    const maxQueuedBytes = integer(
+      checked.maxQueuedBytes,
+      'maxQueuedBytes',
+      where,
+      DEFAULT_SERVICE_MAX_QUEUED_BYTES,
+      0,
+      Number.MAX_SAFE_INTEGER,
+    );
     const admits = this.policy(checked.policy, where);
     const methods = exposedMethods(implementation);
     const validate = validators(checked.validate, methods, where);
@@ -87,6 +100,8 @@ export class ServiceRegistry implements ServiceRegistryApi {
       validate,
       queue: new PQueue({ concurrency, queueClass: FifoQueue }),
       maxQueued,
+      maxQueuedBytes,
+      queuedBytes: 0,
     });
     return name as ServiceName<S>;
   }
@@ -152,18 +167,26 @@ export class ServiceRegistry implements ServiceRegistryApi {
         );
       }
     }
-    const { queue, maxQueued, implementation } = service;
+    const { queue, maxQueued, maxQueuedBytes, implementation } = service;
+    const bytes = message.data.length;
     // Waiting calls only: those running are bounded by the concurrency already.
-    if (queue.pending >= queue.concurrency && queue.size >= maxQueued) {
+    if (
+      queue.pending >= queue.concurrency &&
+      (queue.size >= maxQueued || service.queuedBytes + bytes > maxQueuedBytes)
+    ) {
       throw this.error(
         'ERR_TENDRIL_SERVICE_BUSY',
         name,
         method,
         message,
-        `service '${name}' in context '${this.router.name}' is busy: ${queue.pending} calls running and ${queue.size} waiting (its maxQueued); try again later, or raise its concurrency or maxQueued`,
+        `service '${name}' in context '${this.router.name}' is busy: ${queue.pending} calls running and ${queue.size} waiting with ${service.queuedBytes} bytes of arguments (its maxQueued is ${maxQueued}, its maxQueuedBytes ${maxQueuedBytes}); try again later, or raise its concurrency or those limits`,
       );
     }
-    return queue.add(() => fn.apply(implementation, args));
+    service.queuedBytes += bytes;
+    return queue.add(() => {
+      service.queuedBytes -= bytes;
+      return fn.apply(implementation, args);
+    });
   }
 
   /** The admission check of `policy`. */
@@ -200,15 +223,18 @@ export class ServiceRegistry implements ServiceRegistryApi {
 
 /**
  * The methods a service exposes: function-valued data properties of the
- * object and its prototypes up to (not including) `Object.prototype`,
- * nearest first; never `constructor` or a name starting with `_`. Getters
- * are not called.
+ * object and of the prototypes its own classes define, nearest first;
+ * never `constructor` or a name starting with `_`. Getters are not called.
+ * The walk stops at the first prototype that is not the program's own: a
+ * built-in's (`Object`, `Map`, `Array`... whose constructor is native
+ * code) or an event emitter's, so that `emit`, `removeAllListeners` and
+ * the like are never callable by another context.
  */
 export function exposedMethods(implementation: object): Map<string, Method> {
   const methods = new Map<string, Method>();
   for (
     let level: object | null = implementation;
-    level !== null && level !== Object.prototype && level !== Function.prototype;
+    level !== null && !isForeignBase(level);
     level = Object.getPrototypeOf(level) as object | null
   ) {
     for (const key of Object.getOwnPropertyNames(level)) {
@@ -218,6 +244,21 @@ export function exposedMethods(implementation: object): Map<string, Method> {
     }
   }
   return methods;
+}
+
+/** True for a prototype whose methods a service never exposes: a built-in's, or an event emitter's. */
+function isForeignBase(level: object): boolean {
+  if (level === Object.prototype || level === Function.prototype) return true;
+  // The object itself (level 0) is the service's, whatever its class.
+  // biome-ignore lint/suspicious/noPrototypeBuiltins: the services module runs on Node 12 children, which lack Object.hasOwn.
+  if (!Object.prototype.hasOwnProperty.call(level, 'constructor')) return false;
+  const maker = (level as { constructor?: unknown }).constructor;
+  if (typeof maker === 'function' && /\{\s*\[native code\]\s*\}\s*$/.test(Function.prototype.toString.call(maker))) {
+    return true;
+  }
+  // node:events' EventEmitter and eventemitter3 alike: the methods that would let a caller fire or drop the service's listeners.
+  const own = (name: string) => typeof Object.getOwnPropertyDescriptor(level, name)?.value === 'function';
+  return own('emit') && own('removeAllListeners') && (own('on') || own('addListener'));
 }
 
 function validators(
