@@ -85,7 +85,15 @@ export class Listener extends EventEmitter<ListenerEvents> {
     this.allowUids = new Set(options.allowUids);
     this.maxPeers = options.maxPeers;
     this.helloTimeout = options.helloTimeout;
-    server.on('connection', (socket) => this.accept(socket));
+    server.on('connection', (socket) => {
+      this.accept(socket).catch((error: unknown) => {
+        socket.destroy();
+        this.core.warn(
+          'handler',
+          `${this.core.name}: accepting a process on ${this.path} failed: ${(error as Error)?.stack ?? error}`,
+        );
+      });
+    });
   }
 
   /**
