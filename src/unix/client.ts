@@ -2,7 +2,7 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { EventEmitter } from 'eventemitter3';
 import { Context } from '../core/context.js';
-import { ChannelError, InvalidOptionError } from '../core/errors.js';
+import { ChannelError } from '../core/errors.js';
 import { logger } from '../core/log.js';
 import { milliseconds, optionsObject } from '../core/options.js';
 import { Receiver, type ReceiverOptions } from '../core/receiver.js';
@@ -14,7 +14,7 @@ import { MAX_VIA_DEPTH, type PoolTarget } from '../services/pool/index.js';
 import { serviceRegistry } from '../services/service/registry.js';
 import { ListenerError } from './errors.js';
 import { HELLO_VERSION, helloMessage, isPeerName, readWelcome, type Welcome } from './hello.js';
-import { type PeerCredentials, peerCredentials } from './peer-credentials.js';
+import { type PeerCredentials, peerCredentials, userIds } from './peer-credentials.js';
 import { type AcquiredRecord, type ContextRecord, type PeerApi, peerServiceName } from './peer-service.js';
 
 const debug = logger('listener');
@@ -293,18 +293,13 @@ export async function connect(path: string, options: ConnectOptions = {}): Promi
   const where = 'connect()';
   optionsObject(options, where);
   const timeout = milliseconds(options.connectTimeout, 'connectTimeout', where, 10_000, 1);
-  if (
-    options.allowUids !== undefined &&
-    (!Array.isArray(options.allowUids) || !options.allowUids.every((uid) => Number.isInteger(uid) && uid >= 0))
-  ) {
-    throw new InvalidOptionError('allowUids', where, 'an array of user IDs', options.allowUids);
-  }
+  const allowUids = userIds(options.allowUids, where);
   if (options.name !== undefined && !isPeerName(options.name)) {
     throw new ListenerError(String(path), `${where}: name must be 1 to 64 printable characters without spaces`);
   }
   const absolute = resolve(path);
   const socket = await open(absolute);
-  await checkMaster(socket, absolute, options.allowUids ?? []);
+  await checkMaster(socket, absolute, allowUids);
   const stream = new Stream({ name: 'master', input: socket, output: socket, maxMessageSize: 1024 * 1024 });
   const welcome = await new Promise<Welcome>((resolveWelcome, reject) => {
     let failed = false;

@@ -11,7 +11,7 @@ import type { MasterRouter } from '../master/master-router.js';
 import type { Router } from '../master/router.js';
 import { ListenerError } from './errors.js';
 import { readHello, refusalMessage, welcomeMessage } from './hello.js';
-import { checkPeerCredentials, type PeerCredentials, peerCredentials } from './peer-credentials.js';
+import { checkPeerCredentials, type PeerCredentials, peerCredentials, userIds } from './peer-credentials.js';
 import { offerPeerService } from './peer-service.js';
 import { prepareSocketPath } from './socket-path.js';
 
@@ -108,10 +108,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
     if (typeof path !== 'string' || path === '') {
       throw new ListenerError(String(path), `${where} needs the socket's path, a non-empty string`);
     }
-    const allowUids = options.allowUids ?? [];
-    if (!Array.isArray(allowUids) || !allowUids.every((uid) => Number.isInteger(uid) && uid >= 0)) {
-      throw new ListenerError(path, `${where}: allowUids must be an array of user IDs`);
-    }
+    const allowUids = userIds(options.allowUids, where);
     const checked: Required<ListenOptions> = {
       allowUids,
       maxPeers: integer(options.maxPeers, 'maxPeers', where, 256, 1, 65_536),

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
+import { InvalidOptionError } from '../core/errors.js';
 
 /** Who is at the other end of a UNIX socket, as the kernel recorded it when it connected. */
 export interface PeerCredentials {
@@ -21,29 +22,32 @@ const SCRIPT =
   'my $c = getsockopt($s, SOL_SOCKET, SO_PEERCRED) or die "getsockopt SO_PEERCRED: $!\\n"; ' +
   'print join(" ", unpack("iII", $c))';
 
+/** What a run of perl printed, and how it ended. */
+interface PerlRun {
+  code: number | null;
+  out: string;
+  err: string;
+}
+
 /**
- * The kernel's record of the process that connected `socket` (SO_PEERCRED,
- * Linux): unlike the socket file's mode, a peer cannot choose or forge it.
- * @throws Error when it cannot be read (no perl, or not Linux), saying so.
+ * Runs perl with `args`, `socket` (if any) as its fd 3, for at most
+ * TIMEOUT ms.
+ * @throws the spawn error (`code` 'ENOENT' when perl is missing), or an Error when it timed out.
  */
-export function peerCredentials(socket: Socket): Promise<PeerCredentials> {
+function runPerl(args: string[], socket?: Socket): Promise<PerlRun> {
   return new Promise((resolve, reject) => {
-    let settled = false;
-    const fail = (why: string) => {
-      if (settled) return;
-      settled = true;
-      reject(new Error(`cannot read the peer's credentials (SO_PEERCRED): ${why}`));
-    };
+    const stdio: ('ignore' | 'pipe' | Socket)[] = ['ignore', 'pipe', 'pipe'];
+    if (socket) stdio.push(socket);
     let child: ReturnType<typeof spawn>;
     try {
-      child = spawn('perl', ['-e', SCRIPT], { stdio: ['ignore', 'pipe', 'pipe', socket] });
+      child = spawn('perl', args, { stdio });
     } catch (error) {
-      fail((error as Error).message);
+      reject(error);
       return;
     }
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      fail(`perl did not answer within ${TIMEOUT} ms`);
+      reject(new Error(`perl did not answer within ${TIMEOUT} ms`));
     }, TIMEOUT);
     let out = '';
     let err = '';
@@ -53,26 +57,41 @@ export function peerCredentials(socket: Socket): Promise<PeerCredentials> {
     child.stderr?.setEncoding('utf8').on('data', (text: string) => {
       err += text;
     });
-    child.on('error', (error: NodeJS.ErrnoException) => {
+    child.on('error', (error) => {
       clearTimeout(timer);
-      fail(
-        error.code === 'ENOENT'
-          ? 'perl is not installed (it reads them for tendril; on Debian it is the essential package perl-base)'
-          : error.message,
-      );
+      reject(error);
     });
     child.on('close', (code) => {
       clearTimeout(timer);
-      const fields = /^(-?\d+) (\d+) (\d+)$/.exec(out.trim());
-      if (code !== 0 || !fields) {
-        fail(err.trim() || `perl exited with status ${code} and printed '${out.trim()}'`);
-        return;
-      }
-      if (settled) return;
-      settled = true;
-      resolve({ pid: Number(fields[1]), uid: Number(fields[2]), gid: Number(fields[3]) });
+      resolve({ code, out, err });
     });
   });
+}
+
+const isMissing = (error: unknown) => (error as NodeJS.ErrnoException).code === 'ENOENT';
+
+/**
+ * The kernel's record of the process that connected `socket` (SO_PEERCRED,
+ * Linux): unlike the socket file's mode, a peer cannot choose or forge it.
+ * @throws Error when it cannot be read (no perl, or not Linux), saying so.
+ */
+export async function peerCredentials(socket: Socket): Promise<PeerCredentials> {
+  const fail = (why: string) => new Error(`cannot read the peer's credentials (SO_PEERCRED): ${why}`);
+  let run: PerlRun;
+  try {
+    run = await runPerl(['-e', SCRIPT], socket);
+  } catch (error) {
+    throw fail(
+      isMissing(error)
+        ? 'perl is not installed (it reads them for tendril; on Debian it is the essential package perl-base)'
+        : (error as Error).message,
+    );
+  }
+  const fields = /^(-?\d+) (\d+) (\d+)$/.exec(run.out.trim());
+  if (run.code !== 0 || !fields) {
+    throw fail(run.err.trim() || `perl exited with status ${run.code} and printed '${run.out.trim()}'`);
+  }
+  return { pid: Number(fields[1]), uid: Number(fields[2]), gid: Number(fields[3]) };
 }
 
 /**
@@ -81,32 +100,32 @@ export function peerCredentials(socket: Socket): Promise<PeerCredentials> {
  * every process later.
  * @throws Error saying what is missing.
  */
-export function checkPeerCredentials(): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('perl', ['-MSocket', '-e', 'SO_PEERCRED(); print "ok"'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.setEncoding('utf8').on('data', (text: string) => {
-      out += text;
-    });
-    child.stderr.setEncoding('utf8').on('data', (text: string) => {
-      err += text;
-    });
-    child.on('error', (error: NodeJS.ErrnoException) =>
-      reject(
-        new Error(
-          error.code === 'ENOENT'
-            ? "perl is not installed; the listener reads its peers' credentials (SO_PEERCRED) with it: install perl (on Debian, the essential package perl-base)"
-            : `perl could not be run to read peers' credentials: ${error.message}`,
-        ),
-      ),
+export async function checkPeerCredentials(): Promise<void> {
+  let run: PerlRun;
+  try {
+    run = await runPerl(['-MSocket', '-e', 'SO_PEERCRED(); print "ok"']);
+  } catch (error) {
+    throw new Error(
+      isMissing(error)
+        ? "perl is not installed; the listener reads its peers' credentials (SO_PEERCRED) with it: install perl (on Debian, the essential package perl-base)"
+        : `perl could not be run to read peers' credentials: ${(error as Error).message}`,
     );
-    child.on('close', () => {
-      if (out === 'ok') resolve();
-      else
-        reject(
-          new Error(`this system cannot report a UNIX socket peer's credentials (SO_PEERCRED, Linux): ${err.trim()}`),
-        );
-    });
-  });
+  }
+  if (run.out !== 'ok') {
+    throw new Error(
+      `this system cannot report a UNIX socket peer's credentials (SO_PEERCRED, Linux): ${run.err.trim()}`,
+    );
+  }
+}
+
+/**
+ * The `allowUids` option of the listener and of `connect()`: user IDs.
+ * @throws InvalidOptionError when it is not an array of non-negative integers.
+ */
+export function userIds(value: unknown, where: string): number[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || !value.every((uid) => Number.isInteger(uid) && uid >= 0)) {
+    throw new InvalidOptionError('allowUids', where, 'an array of user IDs', value);
+  }
+  return value as number[];
 }
