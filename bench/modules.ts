@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Context, Router } from 'tendril';
-import { ROUTER_SWITCH } from '#dist/core/router.js';
+import { ROUTER_SWITCH } from '#dist/internal.js';
 import { row } from './report.js';
 
 async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {

@@ -1,10 +1,12 @@
-// Builds what children receive: the first stage, the deflated core, and the
-// connection bundle. Run after `tsc` (see package.json); writes into
-// dist/bootstrap/, next to the compiled master that reads these files.
+// Builds the package's code: the master's bundle (dist/*.js, beside the
+// declarations tsc wrote), and what children receive: the first stage, the
+// deflated core, and the connection and services bundles (dist/bootstrap/).
+// Run after `tsc` (see package.json).
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { deflateRawSync } from 'node:zlib';
+import * as esModuleLexer from 'es-module-lexer';
 import * as esbuild from 'esbuild';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -87,20 +89,97 @@ const coreSource = `(function(require){${core};return __tendril})`;
 const deflated = deflateRawSync(Buffer.from(coreSource), { level: 9 });
 writeFileSync(join(out, 'core.deflate'), deflated);
 
+// The master: one ES module bundle instead of a hundred files, because Node's
+// module loader costs about a millisecond per file, more for a CommonJS
+// package, and a script pays for `import('tendril')` on every run. Parts a
+// program may never use (the ssh method, the listener, module analysis) are
+// chunks loaded by `import()` on first use. `internal.js` is a second entry
+// sharing the same chunks, so what the tests reach through it is the very
+// code behind the public API.
+//
+// Small dependencies are bundled in: the master then uses the portable
+// msgpackr the children use (its Node entry loads an optional native addon,
+// which costs more to load than it saves on tendril's small messages).
+// Those loaded only on demand stay packages: ssh2 (and its native addons),
+// esbuild, the function parser, the module lexer; and `debug`, which must be
+// the program's own copy, is loaded on first use (see master-debug.mjs).
+const LAZY_PACKAGES = ['ssh2', 'esbuild', 'acorn', 'eslint-scope', 'es-module-lexer', 'debug'];
+const masterDebug = {
+  name: 'master-debug',
+  setup(build) {
+    build.onResolve({ filter: /^debug$/ }, (args) =>
+      args.importer.endsWith('master-debug.mjs') ? undefined : { path: join(root, 'bootstrap', 'master-debug.mjs') },
+    );
+  },
+};
+const master = await esbuild.build({
+  entryPoints: { index: join(root, 'src', 'index.ts'), internal: join(root, 'src', 'internal.ts') },
+  outdir: join(root, 'dist'),
+  chunkNames: 'chunk-[hash]',
+  bundle: true,
+  splitting: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  // esbuild renames clashing top-level names (two modules' `Router`); class names travel in errors.
+  keepNames: true,
+  external: LAZY_PACKAGES,
+  plugins: [portableMsgpackr, masterDebug],
+  legalComments: 'none',
+  metafile: true,
+  logLevel: 'warning',
+});
+
+// The master's own code renames dynamic imports for shipping (see src/master/module-source.ts).
+const { renameDynamicImports } = await import(join(root, 'dist', 'internal.js'));
+await esModuleLexer.init;
+
 // Modules loaded into a child after the core: CommonJS, shipped to children by
 // module forwarding like any other, requiring the running core as `tendril:core`.
-async function layer(entry, file) {
-  const source = await bundle(entry, undefined, [portableMsgpackr, childDebug, coreAsExternal], 'cjs');
+async function layer(entry, file, plugins = []) {
+  const source = await bundle(entry, undefined, [portableMsgpackr, childDebug, coreAsExternal, ...plugins], 'cjs');
   // A second copy of core code in it would split classes and tables in two.
   if (source.includes('tendril.routerSwitch') || source.includes('tendril.errorBrands')) {
     throw new Error(`${file} contains core modules: import them from src/core so they resolve to tendril:core`);
   }
-  writeFileSync(join(out, file), source);
-  return source;
+  // Written in the form children evaluate, so the master ships it as it is, without analysing it.
+  const [imports] = esModuleLexer.parse(source, file);
+  const shipped = renameDynamicImports(source, imports);
+  writeFileSync(join(out, file), shipped);
+  return shipped;
 }
 
-// The connection layer, for contexts that start children; the services (commands, files), on first use.
-const connection = await layer('src/connection/index.ts', 'connection.cjs');
+// The connection layer, for contexts that start children. Its SSH methods
+// are a layer of their own, `tendril:ssh`, which needs the connection
+// layer's instances (bootstrap, errors) rather than copies of them.
+const connectionDir = join(root, 'src', 'connection');
+const SSH_ONLY = ['ssh-methods.ts', 'ssh.ts', 'openssh.ts', 'ssh-config.ts', 'known-hosts.ts'].map((f) =>
+  join(connectionDir, f),
+);
+const sshAsLayer = {
+  name: 'ssh-as-layer',
+  setup(build) {
+    build.onResolve({ filter: /\/ssh-methods\.js$/ }, (args) =>
+      args.kind === 'dynamic-import' ? { path: 'tendril:ssh', external: true } : undefined,
+    );
+  },
+};
+const connectionAsExternal = {
+  name: 'connection-as-external',
+  setup(build) {
+    build.onResolve({ filter: /^\.\/.+\.js$/ }, (args) => {
+      const path = resolve(args.resolveDir, args.path).replace(/\.js$/, '.ts');
+      if (!path.startsWith(connectionDir) || SSH_ONLY.includes(path)) return undefined;
+      return { path: 'tendril:connection', external: true };
+    });
+  },
+};
+const connection = await layer('src/connection/index.ts', 'connection.cjs', [sshAsLayer]);
+const ssh = await layer('src/connection/ssh-methods.ts', 'ssh.cjs', [connectionAsExternal]);
+if (connection.includes('"ssh2"')) {
+  throw new Error('connection.cjs contains the SSH methods: they belong in ssh.cjs');
+}
+// The services (commands, files), on first use.
 const services = await layer('src/services/remote.ts', 'services.cjs');
 
 // The openssh method's SSH_ASKPASS helper ships with the built package.
@@ -112,9 +191,15 @@ const sizes = {
   core: Buffer.byteLength(coreSource),
   coreDeflated: deflated.length,
   connection: Buffer.byteLength(connection),
+  connectionDeflated: deflateRawSync(Buffer.from(connection)).length,
+  ssh: Buffer.byteLength(ssh),
+  sshDeflated: deflateRawSync(Buffer.from(ssh)).length,
   services: Buffer.byteLength(services),
+  master: Object.fromEntries(
+    Object.entries(master.metafile.outputs).map(([file, output]) => [file.replace(/^.*\//, ''), output.bytes]),
+  ),
 };
 writeFileSync(join(out, 'sizes.json'), `${JSON.stringify(sizes, null, 2)}\n`);
 console.log(
-  `bootstrap: first stage ${sizes.firstStage} B, core ${sizes.core} B (${sizes.coreDeflated} B deflated), connection ${sizes.connection} B, services ${sizes.services} B`,
+  `bootstrap: first stage ${sizes.firstStage} B, core ${sizes.core} B (${sizes.coreDeflated} B deflated), connection ${sizes.connection} B (${sizes.connectionDeflated} B deflated), ssh ${sizes.ssh} B (${sizes.sshDeflated} B deflated), services ${sizes.services} B`,
 );

@@ -13,7 +13,7 @@ import {
   Router,
   type SshOptions,
 } from 'tendril';
-import { PASSWORD_PROMPT } from '#dist/connection/prompts.js';
+import { PASSWORD_PROMPT } from '#dist/internal.js';
 import { waitFor } from './support/procs.js';
 import { SUDO_RS, startTestbed, type Testbed } from './support/testbed.js';
 

@@ -89,7 +89,7 @@ describe('receivers, senders and select', () => {
   });
 
   test('a Sender cannot be decoded without a router to bind it to', async () => {
-    const { decode, encode } = await import('#dist/core/codec.js');
+    const { decode, encode } = await import('#dist/internal.js');
     const bytes = encode([new Receiver(router).toSender()]);
     assert.throws(() => decode(bytes), /only be decoded on behalf of a router/);
   });

@@ -1,10 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DecodeError, UnsupportedValueError } from 'tendril';
-import { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH, MAX_OBJECTS } from '#dist/core/codec.js';
-import { FIRST_DYNAMIC_HANDLE, SHUTDOWN } from '#dist/core/protocol/handles.js';
-import { Router as CoreRouter } from '#dist/core/router.js';
-import { Sender } from '#dist/core/sender.js';
+import {
+  CoreRouter,
+  decode,
+  encode,
+  FIRST_DYNAMIC_HANDLE,
+  MAX_BIGINT_BYTES,
+  MAX_DEPTH,
+  MAX_OBJECTS,
+  Sender,
+  SHUTDOWN,
+} from '#dist/internal.js';
 
 const roundTrip = (value: unknown) => decode(encode(value));
 

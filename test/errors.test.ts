@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import * as tendril from 'tendril';
-import { remoteError, toRemoteErrorInfo } from '#dist/core/errors.js';
+import { remoteError, toRemoteErrorInfo } from '#dist/internal.js';
 
 const require = createRequire(import.meta.url);
-const errorsModule = require.resolve('#dist/core/errors.js');
-const connectionErrorsModule = require.resolve('#dist/connection/errors.js');
 
 /** Every class the package exports whose name ends in Error. */
 const classes = (Object.entries(tendril) as [string, unknown][]).filter(
@@ -46,11 +46,13 @@ describe('error classes', () => {
   });
 
   test('instanceof holds across two copies of the package', async () => {
-    // The same file under another URL is a second, separate module instance, as a duplicate install would be.
-    const copy = {
-      ...((await import(`${pathToFileURL(errorsModule).href}?copy=2`)) as typeof tendril),
-      ...((await import(`${pathToFileURL(connectionErrorsModule).href}?copy=2`)) as typeof tendril),
-    };
+    // A second copy of the built package, as a duplicate install would be: separate module instances.
+    // Inside the checkout, so the copy finds the same dependencies.
+    const dist = dirname(require.resolve('tendril'));
+    const copyDir = mkdtempSync(join(dist, '..', 'build', 'tendril-copy-'));
+    cpSync(dist, join(copyDir, 'dist'), { recursive: true });
+    const copy = (await import(pathToFileURL(join(copyDir, 'dist', 'index.js')).href)) as typeof tendril;
+    rmSync(copyDir, { recursive: true });
     assert.notEqual(copy.BootstrapError, tendril.BootstrapError);
     assert.notEqual(copy.ChannelError, tendril.ChannelError);
     const theirs = new copy.ContextDisconnectedError('web1', 3, 'gone');

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { StreamError } from 'tendril';
-import { encodeFrame, FrameDecoder } from '#dist/core/framing.js';
-import { HEADER_SIZE, Message } from '#dist/core/message.js';
+import { encodeFrame, FrameDecoder, HEADER_SIZE, Message } from '#dist/internal.js';
 
 const header = { dst: 7, src: 0, auth: 0, handle: 1001, replyTo: 1002 };
 

@@ -3,12 +3,19 @@ import { describe, test } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { DecodeError, StreamError } from 'tendril';
-import { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH } from '#dist/core/codec.js';
-import { encodeFrame, FrameDecoder } from '#dist/core/framing.js';
-import { HEADER_SIZE, Message } from '#dist/core/message.js';
-import { FIRST_DYNAMIC_HANDLE } from '#dist/core/protocol/handles.js';
-import { Router as CoreRouter } from '#dist/core/router.js';
-import { Sender } from '#dist/core/sender.js';
+import {
+  CoreRouter,
+  decode,
+  encode,
+  encodeFrame,
+  FIRST_DYNAMIC_HANDLE,
+  FrameDecoder,
+  HEADER_SIZE,
+  MAX_BIGINT_BYTES,
+  MAX_DEPTH,
+  Message,
+  Sender,
+} from '#dist/internal.js';
 
 /**
  * Feeds the frame decoder and the payload decoder random and mutated input,

@@ -15,7 +15,7 @@ import {
   recordHostKey,
   verifyHostKey,
   verifyHostKeyAs,
-} from '#dist/connection/known-hosts.js';
+} from '#dist/internal.js';
 
 /** An SSH public key blob of `type` with some key bytes. */
 function blob(type: string, fill: number): Buffer {

@@ -9,10 +9,7 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Context, connect, type Listener, ListenerError, Router, type RouterWarning, serviceName } from 'tendril';
-import { encodeFrame } from '#dist/core/framing.js';
-import { Message } from '#dist/core/message.js';
-import { BOOT, CALL_FUNCTION } from '#dist/core/protocol/handles.js';
-import { ROUTER_SWITCH, type Router as Switch } from '#dist/core/router.js';
+import { BOOT, CALL_FUNCTION, encodeFrame, Message, ROUTER_SWITCH, type CoreRouter as Switch } from '#dist/internal.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const WORKER = join(ROOT, 'build', 'test', 'fixtures', 'listener-worker.js');

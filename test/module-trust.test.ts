@@ -5,9 +5,7 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type Context, Router, type RouterWarning } from 'tendril';
-import { encode } from '#dist/core/codec.js';
-import { MAX_SPECS_PER_REQUEST, MAX_WAITING_MODULE_REQUESTS } from '#dist/core/module-protocol.js';
-import { GET_MODULE } from '#dist/core/protocol/handles.js';
+import { encode, GET_MODULE, MAX_SPECS_PER_REQUEST, MAX_WAITING_MODULE_REQUESTS } from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
 
 /**

@@ -2,16 +2,22 @@ import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { describe, test } from 'node:test';
 import { CallError, ChannelError, MessageTooLargeError, ProtocolError } from 'tendril';
-import { encode } from '#dist/core/codec.js';
-import { FLAG_DEAD, Message } from '#dist/core/message.js';
-import { ALLOCATE_ID_SPEC } from '#dist/core/protocol/allocate-id.js';
-import { integer } from '#dist/core/protocol/check.js';
-import { ask, serve } from '#dist/core/protocol/serve.js';
-import type { HandleSpec } from '#dist/core/protocol/spec.js';
-import { Receiver } from '#dist/core/receiver.js';
-import { Router, type RouterWarning } from '#dist/core/router.js';
-import { Stream } from '#dist/core/stream.js';
-import { IdAllocator, SUBTREE_ID_QUOTA } from '#dist/master/id-allocator.js';
+import {
+  ALLOCATE_ID_SPEC,
+  ask,
+  encode,
+  FLAG_DEAD,
+  type HandleSpec,
+  IdAllocator,
+  integer,
+  Message,
+  Receiver,
+  CoreRouter as Router,
+  type RouterWarning,
+  Stream,
+  SUBTREE_ID_QUOTA,
+  serve,
+} from '#dist/internal.js';
 
 /**
  * Trust checks, dead replies, serve() and the ID pool, on routers in this

@@ -8,8 +8,7 @@ import {
   Router,
   type RouterWarning,
 } from 'tendril';
-import { encode } from '#dist/core/codec.js';
-import { ADD_ROUTE, CALL_FUNCTION, GET_MODULE, ROUTE_PRESSURE } from '#dist/core/protocol/handles.js';
+import { ADD_ROUTE, CALL_FUNCTION, encode, GET_MODULE, ROUTE_PRESSURE } from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';

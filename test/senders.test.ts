@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type Context, DecodeError, type LogRecord, Receiver, Router, Sender } from 'tendril';
-import { SHUTDOWN } from '#dist/core/protocol/handles.js';
+import { SHUTDOWN } from '#dist/internal.js';
 import { waitFor } from './support/procs.js';
 
 /**

@@ -13,8 +13,7 @@ import {
   ServiceError,
   TimeoutError,
 } from 'tendril';
-import { encode } from '#dist/core/codec.js';
-import { CALL_SERVICE_HANDLE } from '#dist/core/protocol/handles.js';
+import { CALL_SERVICE_HANDLE, encode } from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
 import { switchOf } from './support/internals.js';
 import { NODE_MAJORS, nodeBinary } from './support/nodes.js';

@@ -22,7 +22,7 @@ import {
   type ResolvedHost,
   resolveChain,
   resolveHost,
-} from '#dist/connection/ssh-config.js';
+} from '#dist/internal.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'tendril-ssh-config-'));
 const passwdHome = userInfo().homedir;

@@ -17,7 +17,7 @@ import {
   type SshOptions,
   UnknownHostError,
 } from 'tendril';
-import { hostsMatch, parseKnownHosts } from '#dist/connection/known-hosts.js';
+import { hostsMatch, parseKnownHosts } from '#dist/internal.js';
 import { nodeBinary } from './support/nodes.js';
 import { ROOT, waitFor } from './support/procs.js';
 import { startTestbed, type Testbed } from './support/testbed.js';

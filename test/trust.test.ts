@@ -1,9 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ChannelError, type Context, type LogRecord, ProtocolError, Router, type RouterWarning } from 'tendril';
-import { decode, encode } from '#dist/core/codec.js';
-import { ALLOCATE_ID, CALL_FUNCTION, FORWARD_LOG, STOP_CHILD } from '#dist/core/protocol/handles.js';
-import { SUBTREE_ID_QUOTA } from '#dist/master/id-allocator.js';
+import {
+  ALLOCATE_ID,
+  CALL_FUNCTION,
+  decode,
+  encode,
+  FORWARD_LOG,
+  STOP_CHILD,
+  SUBTREE_ID_QUOTA,
+} from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';

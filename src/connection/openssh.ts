@@ -51,7 +51,7 @@ export interface OpensshOptions extends CommonOptions {
 /** The askpass helper shipped with tendril, or undefined where tendril is not installed (a child reached by `via`). */
 function askpassHelper(): string | undefined {
   try {
-    const path = fileURLToPath(new URL('../bootstrap/askpass.sh', import.meta.url));
+    const path = fileURLToPath(new URL('./bootstrap/askpass.sh', import.meta.url));
     return existsSync(path) ? path : undefined;
   } catch {
     return undefined;

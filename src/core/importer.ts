@@ -19,6 +19,8 @@ import {
   packReply,
   RequestLimiter,
   resolutionKey,
+  sourceBytes,
+  sourceText,
   type Target,
 } from './module-protocol.js';
 import { GET_MODULE_SPEC } from './protocol/get-module.js';
@@ -31,6 +33,8 @@ import type { Stream } from './stream.js';
 export const CORE_MODULE_ID = 'tendril:core';
 /** Module forwarding's name for tendril's connection layer. */
 export const CONNECTION_MODULE_ID = 'tendril:connection';
+/** The SSH connection methods (src/connection/ssh-methods.ts), loaded by the connection layer when first used. */
+export const SSH_MODULE_ID = 'tendril:ssh';
 /** Module forwarding's name for tendril's services (commands, files), loaded in a context on its first use. */
 export const SERVICES_MODULE_ID = 'tendril:services';
 /** How long a synchronous `require()` waits for its module, in ms. */
@@ -250,11 +254,12 @@ export class Importer {
       if (record.code !== undefined) throw Object.assign(new Error(record.source), { code: record.code });
       throw new SyntaxError(record.source);
     }
+    const source = sourceText(record);
     const module = new this.Module(path);
     module.filename = path;
     module.paths = [];
     if (record.format === 'json') {
-      module.exports = JSON.parse(record.source);
+      module.exports = JSON.parse(source);
       module.loaded = true;
       this.cache[path] = module;
       return module.exports;
@@ -263,7 +268,7 @@ export class Importer {
     const dirname = path.slice(0, path.lastIndexOf('/')) || '/';
     try {
       const fn = vm.compileFunction(
-        record.source,
+        source,
         ['exports', 'require', 'module', '__filename', '__dirname', '__tendril_import', '__tendril_meta'],
         { filename: path },
       );
@@ -377,7 +382,7 @@ export class Importer {
       if (!this.files.has(file.path)) {
         this.files.set(file.path, file);
         this.stats.filesReceived++;
-        this.stats.bytesReceived += file.source.length;
+        this.stats.bytesReceived += sourceBytes(file);
         received++;
       }
     }
@@ -412,7 +417,7 @@ export class Importer {
     for (const file of reply.files) {
       sent.add(file.path);
       this.stats.filesSent++;
-      this.stats.bytesSent += file.source.length;
+      this.stats.bytesSent += sourceBytes(file);
     }
   }
 

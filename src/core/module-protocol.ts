@@ -9,6 +9,7 @@
  * has a null prototype, and is read with `ownValue`: a specifier named
  * `__proto__` or `constructor` is just a name.
  */
+import { inflateRawSync } from 'node:zlib';
 import { encode } from './codec.js';
 import { ModuleRequestError } from './errors.js';
 
@@ -40,8 +41,14 @@ export interface FileRecord {
    * (a syntax error with file and line, say).
    */
   format: 'cjs' | 'json' | 'error';
-  /** The text to evaluate. */
+  /** The text to evaluate; empty when it travels `deflated`. */
   source: string;
+  /**
+   * The text, compressed with raw deflate (zlib's `deflateRaw`), in place
+   * of `source`: larger files travel this way, and intermediate contexts
+   * keep and forward them compressed.
+   */
+  deflated?: Uint8Array;
   /** Static specifiers in this file and what each resolved to (null prototype where it is built). */
   deps: Record<string, Target>;
   /**
@@ -206,6 +213,16 @@ export function packageNameOf(path: string): string | undefined {
   return parts[0]?.startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0];
 }
 
+/** Bytes of `file`'s text as it travels: compressed when it is `deflated`. */
+export function sourceBytes(file: FileRecord): number {
+  return file.deflated ? file.deflated.length : file.source.length;
+}
+
+/** The text of `file`, inflated when it travels compressed. */
+export function sourceText(file: FileRecord): string {
+  return file.deflated ? inflateRawSync(file.deflated).toString('utf8') : file.source;
+}
+
 /** UTF-8 byte length of a string, without encoding it. */
 function utf8Length(text: string): number {
   return Buffer.byteLength(text, 'utf8');
@@ -221,6 +238,7 @@ export function recordSize(file: FileRecord): number {
       RECORD_ENVELOPE +
       utf8Length(file.path) +
       utf8Length(file.source) +
+      (file.deflated?.length ?? 0) +
       encode(file.deps).length +
       (file.code === undefined ? 0 : utf8Length(file.code));
     recordSizes.set(file, size);
@@ -244,7 +262,7 @@ export function fitRecord(file: FileRecord, maxMessageSize: number): FileRecord 
   return {
     path: file.path,
     format: 'error',
-    source: `${file.path} is ${utf8Length(file.source)} bytes, too large to send in one message (maxMessageSize is ${maxMessageSize} bytes); raise the master Router's maxMessageSize option to ship it`,
+    source: `${file.path} is ${sourceBytes(file)} bytes, too large to send in one message (maxMessageSize is ${maxMessageSize} bytes); raise the master Router's maxMessageSize option to ship it`,
     deps: emptyRecord(),
     code: 'ERR_TENDRIL_MODULE_TOO_LARGE',
   };

@@ -24,7 +24,7 @@ export function bootstrapDir(): string {
   } catch {
     // A CommonJS bundle has no import.meta.url.
   }
-  const dir = here === undefined ? undefined : join(here, '..', 'bootstrap');
+  const dir = here === undefined ? undefined : join(here, 'bootstrap');
   if (dir === undefined || !existsSync(join(dir, 'core.deflate'))) {
     throw new Error(
       `tendril's bootstrap files are not where its code is (${dir ?? 'no module URL'}). ` +

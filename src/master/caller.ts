@@ -18,7 +18,7 @@ let ownDir: string | undefined;
  * public method the program called (before any `await`).
  */
 export function callerModule(): string | undefined {
-  ownDir ??= join(fileURLToPath(new URL('../', import.meta.url)), sep);
+  ownDir ??= join(fileURLToPath(new URL('./', import.meta.url)), sep);
   const prepare = Error.prepareStackTrace;
   const limit = Error.stackTraceLimit;
   const holder: { stack?: NodeJS.CallSite[] } = {};

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { bootstrap, type CommonOptions } from '../connection/bootstrap.js';
-import { methods } from '../connection/connect.js';
+import { ownMethod } from '../connection/connect.js';
 import type { ConnectionMethod } from '../connection/method.js';
 import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
 import { createCodeCache } from '../core/code-cache.js';
@@ -151,11 +151,9 @@ export class MasterRouter extends CoreRouter {
     if (via === undefined) {
       const info = await bootstrap(this.runtime, method, rest as unknown as O);
       await this.refuseIfClosing(info.id);
-      // Module analysis starts its helper now, after the child is up, not competing with its start.
-      setImmediate(() => this.responder.warm());
       return this.keep(new Context(this, info.id, info.name, this.id, info));
     }
-    if (methods[method.name] !== method) {
+    if ((await ownMethod(method.name)) !== method) {
       throw new TypeError(
         `connection method '${method.name}' is not one of tendril's own, so it cannot be used with via`,
       );

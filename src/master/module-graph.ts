@@ -58,19 +58,6 @@ export class ModuleGraph {
   }
 
   private closed = false;
-  private warmed = false;
-
-  /**
-   * Starts esbuild's helper process ahead of the first request, so the first
-   * module a child asks for does not wait for it. Idempotent.
-   */
-  warm(): void {
-    if (this.warmed || this.closed) return;
-    this.warmed = true;
-    loadEsbuild()
-      .then((esbuild) => esbuild.transform(''))
-      .catch(() => {});
-  }
 
   /**
    * Releases esbuild's helper process once no graph in this process needs

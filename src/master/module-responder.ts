@@ -1,10 +1,12 @@
-import { existsSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, resolve as resolvePath, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { deflateRaw } from 'node:zlib';
 import { CALL_FILE } from '../core/dispatcher.js';
-import { CONNECTION_MODULE_ID, CORE_MODULE_ID, SERVICES_MODULE_ID } from '../core/importer.js';
+import { CONNECTION_MODULE_ID, CORE_MODULE_ID, SERVICES_MODULE_ID, SSH_MODULE_ID } from '../core/importer.js';
 import { logger } from '../core/log.js';
 import type { Message } from '../core/message.js';
 import {
@@ -19,6 +21,7 @@ import {
   ownValue,
   packReply,
   RequestLimiter,
+  sourceBytes,
   type Target,
 } from '../core/module-protocol.js';
 import { GET_MODULE_SPEC } from '../core/protocol/get-module.js';
@@ -26,10 +29,20 @@ import { serve } from '../core/protocol/serve.js';
 import type { Router } from '../core/router.js';
 import type { Stream } from '../core/stream.js';
 import { assetPath } from './assets.js';
-import { ModuleGraph } from './module-graph.js';
-import { ModuleSources } from './module-source.js';
+import type { ModuleGraph } from './module-graph.js';
+import type { ModuleSources, ShippedSource } from './module-source.js';
 
 const debug = logger('responder');
+const deflate = promisify(deflateRaw);
+
+/** Files from this size on travel compressed, in bytes: smaller ones gain too little. */
+const COMPRESS_FROM = 1024;
+
+/** Module analysis: esbuild's resolver and the lexer behind it, loaded on the first request that needs them. */
+interface Analysis {
+  graph: ModuleGraph;
+  sources: ModuleSources;
+}
 
 /** Module forwarding counters of the master, per requesting context and in total. */
 export interface ResponderStats {
@@ -37,7 +50,7 @@ export interface ResponderStats {
   requests: number;
   /** Files sent. */
   filesSent: number;
-  /** Bytes of source sent. */
+  /** Bytes of source sent, as they travelled (files over 1 KiB go compressed). */
   bytesSent: number;
   /** Files read from disk (each at most once). */
   filesRead: number;
@@ -78,11 +91,13 @@ export class ModuleResponder {
   private readonly callBases = new Set<string>();
   /** Per requesting context, the files it was sent (after the reply carrying them was). */
   private readonly sentTo = new Map<number, Set<string>>();
-  private readonly sources = new ModuleSources();
   private readonly records = new Map<string, Promise<FileRecord>>();
-  private readonly graph: ModuleGraph;
-  private readonly connectionPath: string;
-  private readonly servicesPath: string;
+  private analysis: Promise<Analysis> | undefined;
+  private sources: ModuleSources | undefined;
+  private layersRead = 0;
+  /** tendril's own layers (`tendril:connection`...) by specifier: built to be shipped as they are. */
+  private readonly layers = new Map<string, string>();
+  private readonly layerPaths = new Set<string>();
   private readonly counters = { requests: 0, filesSent: 0, bytesSent: 0, refused: 0, busy: 0 };
   private readonly byContext = new Map<number, { requests: number; filesSent: number; bytesSent: number }>();
   /** Requests in flight per child stream (a child speaks for its whole subtree, whatever IDs it uses). */
@@ -96,14 +111,17 @@ export class ModuleResponder {
     private readonly router: Router,
     private readonly onRefusal: RefusalListener,
   ) {
-    this.connectionPath = realpathSync(assetPath('connection.cjs'));
-    this.servicesPath = realpathSync(assetPath('services.cjs'));
-    this.trust(fileURLToPath(new URL('../', import.meta.url)));
-    this.graph = new ModuleGraph(
-      builtinModules,
-      (spec, importer, resolved) => this.check(spec, importer, resolved),
-      (spec) => this.preset(spec),
-    );
+    for (const [spec, file] of [
+      [CONNECTION_MODULE_ID, 'connection.cjs'],
+      [SSH_MODULE_ID, 'ssh.cjs'],
+      [SERVICES_MODULE_ID, 'services.cjs'],
+    ] as const) {
+      const path = realpathSync(assetPath(file));
+      this.layers.set(spec, path);
+      this.layerPaths.add(path);
+    }
+    // The bundle's own directory (dist/): tendril itself is served.
+    this.trust(fileURLToPath(new URL('./', import.meta.url)));
     // Files count as sent only once the reply carrying them has gone out.
     serve(router, GET_MODULE_SPEC, (request, message, stream) => this.answer(request, message, stream), {
       onSent: (reply, message) => this.markSent(message.src, reply as ModuleReply),
@@ -114,21 +132,36 @@ export class ModuleResponder {
     router.on('disconnect', (contextId) => this.sentTo.delete(contextId));
   }
 
-  /** Prepares module analysis before it is first needed (see `ModuleGraph.warm`). */
-  warm(): void {
-    this.graph.warm();
+  /**
+   * Module analysis, loaded on first use: a program whose children never
+   * ask for a module of its own never loads esbuild or starts its helper
+   * process.
+   */
+  private analyse(): Promise<Analysis> {
+    this.analysis ??= Promise.all([import('./module-graph.js'), import('./module-source.js')]).then(
+      ([{ ModuleGraph }, { ModuleSources }]) => {
+        this.sources = new ModuleSources();
+        const graph = new ModuleGraph(
+          builtinModules,
+          (spec, importer, resolved) => this.check(spec, importer, resolved),
+          (spec) => this.preset(spec),
+        );
+        return { graph, sources: this.sources };
+      },
+    );
+    return this.analysis;
   }
 
-  /** Stops the helper process module analysis uses; called at router shutdown. */
-  close(): Promise<void> {
-    return this.graph.close();
+  /** Stops the helper process module analysis uses, if it was started; called at router shutdown. */
+  async close(): Promise<void> {
+    if (this.analysis) await (await this.analysis).graph.close();
   }
 
   /** Counters so far. */
   stats(): ResponderStats {
     const byContext: ResponderStats['byContext'] = {};
     for (const [contextId, counts] of this.byContext) byContext[contextId] = { ...counts };
-    return { ...this.counters, filesRead: this.sources.filesRead, byContext };
+    return { ...this.counters, filesRead: this.layersRead + (this.sources?.filesRead ?? 0), byContext };
   }
 
   /**
@@ -200,9 +233,8 @@ export class ModuleResponder {
 
   private preset(spec: string): Target | undefined {
     if (spec === CORE_MODULE_ID || spec === 'tendril') return { core: true };
-    if (spec === CONNECTION_MODULE_ID) return { path: this.connectionPath };
-    if (spec === SERVICES_MODULE_ID) return { path: this.servicesPath };
-    return undefined;
+    const layer = this.layers.get(spec);
+    return layer === undefined ? undefined : { path: layer };
   }
 
   private inRoots(path: string): boolean {
@@ -272,9 +304,9 @@ export class ModuleResponder {
     for (const file of reply.files) {
       sent.add(file.path);
       this.counters.filesSent++;
-      this.counters.bytesSent += file.source.length;
+      this.counters.bytesSent += sourceBytes(file);
       perContext.filesSent++;
-      perContext.bytesSent += file.source.length;
+      perContext.bytesSent += sourceBytes(file);
     }
   }
 
@@ -327,16 +359,28 @@ export class ModuleResponder {
         };
       }
     }
-    const result = await this.graph.resolve(from, allowed, kind);
-    const fromCall = this.callBases.has(from);
-    for (const spec of allowed) {
-      let target = ownValue(result.resolved, spec) ?? { missing: `Cannot find module '${spec}' from '${from}'` };
-      if (fromCall && 'missing' in target) target = { missing: notFromCall(spec, from) };
+    // tendril's own layers need no analysis: each is one file, built with its dependencies inside.
+    const closure: string[] = [];
+    const analysed = allowed.filter((spec) => {
+      const target = this.preset(spec);
+      if (target === undefined) return true;
       resolved[spec] = target;
+      if ('path' in target) closure.push(target.path);
+      return false;
+    });
+    if (analysed.length > 0) {
+      const result = await (await this.analyse()).graph.resolve(from, analysed, kind);
+      const fromCall = this.callBases.has(from);
+      for (const spec of analysed) {
+        let target = ownValue(result.resolved, spec) ?? { missing: `Cannot find module '${spec}' from '${from}'` };
+        if (fromCall && 'missing' in target) target = { missing: notFromCall(spec, from) };
+        resolved[spec] = target;
+      }
+      closure.push(...result.closure);
     }
     const sent = this.sentTo.get(requester);
     const pending: FileRecord[] = [];
-    for (const path of result.closure) {
+    for (const path of new Set(closure)) {
       if (!sent?.has(path)) pending.push(fitRecord(await this.record(path), this.router.maxMessageSize));
     }
     const { reply } = packReply(resolved, pending, this.router.maxMessageSize);
@@ -361,12 +405,46 @@ export class ModuleResponder {
   }
 
   private async readRecord(path: string): Promise<FileRecord> {
-    const deps = this.graph.deps.get(path) ?? emptyRecord<Target>();
-    const broken = this.graph.broken.get(path);
+    if (this.layerPaths.has(path)) return compress({ path, deps: this.layerDeps(path), ...this.readLayer(path) });
+    const { graph, sources } = await this.analyse();
+    const deps = graph.deps.get(path) ?? emptyRecord<Target>();
+    const broken = graph.broken.get(path);
     if (broken) return { path, format: 'error', source: broken, deps };
-    const { format, source } = await this.sources.get(path);
-    return { path, format, source, deps };
+    const { format, source } = await sources.get(path);
+    return compress({ path, format, source, deps });
   }
+
+  /** What a layer requires besides Node built-ins and the core: the SSH methods run on the connection layer. */
+  private layerDeps(path: string): Record<string, Target> {
+    const deps = emptyRecord<Target>();
+    const connection = this.layers.get(CONNECTION_MODULE_ID);
+    if (path === this.layers.get(SSH_MODULE_ID) && connection !== undefined) {
+      deps[CONNECTION_MODULE_ID] = { path: connection };
+    }
+    return deps;
+  }
+
+  /**
+   * A layer as bootstrap/build.mjs wrote it: already in shipped form (its
+   * dynamic imports renamed), requiring only Node built-ins and the core,
+   * which every context resolves by itself.
+   */
+  private readLayer(path: string): ShippedSource {
+    try {
+      const source = readFileSync(path, 'utf8');
+      this.layersRead++;
+      return { format: 'cjs', source };
+    } catch (error) {
+      return { format: 'error', source: `cannot read ${path}: ${(error as Error).message}` };
+    }
+  }
+}
+
+/** `file` with its text compressed, when it is large enough to gain from it. */
+async function compress(file: FileRecord): Promise<FileRecord> {
+  if (file.format === 'error' || file.source.length < COMPRESS_FROM) return file;
+  const deflated = await deflate(file.source);
+  return deflated.length < Buffer.byteLength(file.source) ? { ...file, source: '', deflated } : file;
 }
 
 /** Why `spec` was not found from a shipped function's base, and how to resolve it from elsewhere. */

@@ -3,8 +3,8 @@ import type { CommonOptions } from '../connection/bootstrap.js';
 import { type DoasOptions, doas } from '../connection/doas.js';
 import { type LocalOptions, local } from '../connection/local.js';
 import type { ConnectionMethod } from '../connection/method.js';
-import { type OpensshOptions, openssh } from '../connection/openssh.js';
-import { type SshOptions, ssh } from '../connection/ssh.js';
+import type { OpensshOptions } from '../connection/openssh.js';
+import type { SshOptions } from '../connection/ssh.js';
 import { type SuOptions, su } from '../connection/su.js';
 import { type SudoOptions, sudo } from '../connection/sudo.js';
 import type { Context } from '../core/context.js';
@@ -101,7 +101,8 @@ export class Router extends EventEmitter<RouterEvents> {
    *   Node there, naming the host and every path tried), BootstrapError.
    */
   ssh(options: SshOptions & ViaOption): Promise<Context> {
-    return this.#core.connect(ssh, options);
+    // The SSH methods are a chunk of their own: a program that never uses them never loads them.
+    return import('../connection/ssh-methods.js').then(({ ssh }) => this.#core.connect(ssh, options));
   }
 
   /**
@@ -113,7 +114,7 @@ export class Router extends EventEmitter<RouterEvents> {
    * @throws as `ssh`.
    */
   openssh(options: OpensshOptions & ViaOption): Promise<Context> {
-    return this.#core.connect(openssh, options);
+    return import('../connection/ssh-methods.js').then(({ openssh }) => this.#core.connect(openssh, options));
   }
 
   /**

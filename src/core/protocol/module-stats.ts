@@ -11,7 +11,7 @@ export interface ImporterStats {
   syncRequests: number;
   /** Files received from the parent. */
   filesReceived: number;
-  /** Bytes of source received from the parent. */
+  /** Bytes of source received from the parent, as they travelled (compressed files count compressed). */
   bytesReceived: number;
   /** GET_MODULE requests from children answered. */
   requestsServed: number;
@@ -19,7 +19,7 @@ export interface ImporterStats {
   servedFromCache: number;
   /** Files sent to children. */
   filesSent: number;
-  /** Bytes of source sent to children. */
+  /** Bytes of source sent to children, as they travelled (compressed files count compressed). */
   bytesSent: number;
   /** Modules evaluated in this context. */
   modulesLoaded: number;

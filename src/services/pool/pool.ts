@@ -7,7 +7,7 @@
  * per via.
  */
 import PQueue from 'p-queue';
-import { methods } from '../../connection/connect.js';
+import { ownMethod } from '../../connection/connect.js';
 import { Context } from '../../core/context.js';
 import { ContextDisconnectedError, InvalidOptionError, TimeoutError } from '../../core/errors.js';
 import { abortSignal, integer, milliseconds, optionsObject } from '../../core/options.js';
@@ -353,7 +353,8 @@ export class ContextPool {
         via = entry.viaLease.context;
       }
       await this.#room(entry, signal);
-      const method = methods[target.method];
+      const method = await ownMethod(target.method);
+      if (!method) throw new Error(`internal: no connection method '${target.method}'`);
       const options = via ? { ...target.options, via } : target.options;
       const context = await this.#queue.add(
         () => {

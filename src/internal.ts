@@ -1,0 +1,52 @@
+/**
+ * Internals the test suite and the benchmarks reach past the public API
+ * (`#dist/internal.js`). Not exported by the package: it is a second entry
+ * of the same bundle as `index.ts`, so the classes and tables here are the
+ * very ones behind the public API, never a second copy.
+ *
+ * @internal
+ * @packageDocumentation
+ */
+
+// First, as in index.ts: shared by both entries, the check leads the chunk they share.
+import './master/installed.js';
+
+export {
+  fingerprint,
+  hashHostName,
+  hostKeyName,
+  hostsMatch,
+  parseKnownHosts,
+  readKnownHosts,
+  recordHostKey,
+  verifyHostKey,
+  verifyHostKeyAs,
+} from './connection/known-hosts.js';
+export { PASSWORD_PROMPT } from './connection/prompts.js';
+export {
+  type JumpHost,
+  MAX_JUMP_HOPS,
+  parseProxyJump,
+  type ResolvedHost,
+  resolveChain,
+  resolveHost,
+} from './connection/ssh-config.js';
+export { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH, MAX_OBJECTS } from './core/codec.js';
+export { CALL_SERVICE } from './core/context.js';
+export { remoteError, toRemoteErrorInfo } from './core/errors.js';
+export { encodeFrame, FrameDecoder } from './core/framing.js';
+export { FLAG_DEAD, HEADER_SIZE, Message } from './core/message.js';
+export { MAX_SPECS_PER_REQUEST, MAX_WAITING_MODULE_REQUESTS } from './core/module-protocol.js';
+export { ALLOCATE_ID_SPEC } from './core/protocol/allocate-id.js';
+export { integer } from './core/protocol/check.js';
+export * from './core/protocol/handles.js';
+export { ask, serve } from './core/protocol/serve.js';
+export type { HandleSpec } from './core/protocol/spec.js';
+export { Receiver } from './core/receiver.js';
+export { ROUTER_SWITCH, Router as CoreRouter, type RouterWarning } from './core/router.js';
+export { Sender } from './core/sender.js';
+export { Stream } from './core/stream.js';
+export { IdAllocator, SUBTREE_ID_QUOTA } from './master/id-allocator.js';
+export { renameDynamicImports } from './master/module-source.js';
+export { receiveInto, type SinkOptions } from './services/files/protocol.js';
+export { fetchedFrom } from './services/files/transfer.js';
