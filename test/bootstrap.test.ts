@@ -20,6 +20,25 @@ describe('bootstrap', () => {
     assert.ok(sizes.coreDeflated < sizes.core / 2, 'the core is deflated');
   });
 
+  test('a via hop for local, sudo, su or doas ships the connection layer alone, compressed, once', async () => {
+    const middle = await router.local({ name: 'hop-middle' });
+    const before = router.moduleStats().byContext[middle.id] ?? { filesSent: 0, bytesSent: 0 };
+    const first = await router.local({ name: 'hop-leaf1', via: middle });
+    const second = await router.local({ name: 'hop-leaf2', via: middle });
+    assert.equal(await second.call(() => process.ppid), middle.info.pid);
+    const after = router.moduleStats().byContext[middle.id];
+    assert.ok(after, 'the intermediate asked the master for the connection layer');
+    assert.equal(after.filesSent - before.filesSent, 1, 'one file: the connection layer, without the SSH methods');
+    const bytes = after.bytesSent - before.bytesSent;
+    const sizes = JSON.parse(readFileSync(join(ROOT, 'dist', 'bootstrap', 'sizes.json'), 'utf8'));
+    assert.ok(bytes < 40_000, `${bytes} bytes on the wire for the hop`);
+    assert.equal(bytes, sizes.connectionDeflated, 'the layer travelled deflated');
+    const received = await middle.moduleStats();
+    assert.equal(received.filesReceived, 1);
+    await Promise.all([first.shutdown(), second.shutdown()]);
+    await middle.shutdown();
+  });
+
   test('bootstrap works when the channel delivers one byte at a time', async () => {
     const child = await router.connect(relay(['--chunk', '1']), { name: 'bytewise' });
     assert.equal(await child.call(() => 6 * 7), 42);

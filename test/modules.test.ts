@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -359,9 +360,9 @@ describe('module replies larger than maxMessageSize', () => {
   let dir: string;
   const scratch: string[] = [];
 
-  /** A CommonJS file of about `bytes` bytes exporting `value`. */
+  /** A CommonJS file of about `bytes` bytes exporting `value`, padded with comments that barely compress. */
   const padded = (value: string, bytes: number) =>
-    `module.exports = ${JSON.stringify(value)};\n${`// ${'x'.repeat(76)}\n`.repeat(Math.ceil(bytes / 80))}`;
+    `module.exports = ${JSON.stringify(value)};\n${Array.from({ length: Math.ceil(bytes / 80) }, () => `// ${randomBytes(57).toString('base64')}\n`).join('')}`;
 
   before(() => {
     dir = mkdtempSync(join(tmpdir(), 'tendril-large-'));
@@ -373,7 +374,7 @@ describe('module replies larger than maxMessageSize', () => {
     );
     for (const name of ['a', 'b', 'c']) writeFileSync(join(dir, `${name}.cjs`), padded(name, 30_000));
     // One file larger than a message can be.
-    writeFileSync(join(dir, 'huge.cjs'), padded('huge', 100_000));
+    writeFileSync(join(dir, 'huge.cjs'), padded('huge', 200_000));
     writeFileSync(join(dir, 'uses-huge.cjs'), 'module.exports = require("./huge.cjs");');
     router = new Router({ maxMessageSize });
   });
@@ -444,7 +445,7 @@ describe('module replies larger than maxMessageSize', () => {
       );
       assert.match(
         result,
-        /^ERR_TENDRIL_MODULE_TOO_LARGE: \/.*\/huge\.cjs is \d{6} bytes, too large to send in one message \(maxMessageSize is 65536 bytes\); raise the master Router's maxMessageSize/,
+        /^ERR_TENDRIL_MODULE_TOO_LARGE: \/.*\/huge\.cjs is \d{6} bytes compressed, too large to send in one message \(maxMessageSize is 65536 bytes\); raise the master Router's maxMessageSize/,
       );
     }
     assert.equal(await child.callWith({ base: dir }, () => require('./a.cjs')), 'a');

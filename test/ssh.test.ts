@@ -306,7 +306,11 @@ describe('ssh', () => {
     });
     assert.match(await second.call(whoami), new RegExp(`^${bed.accounts.target.name}`));
     const stats = await first.moduleStats();
-    assert.ok(stats.filesReceived > 5, 'the intermediate received the connection layer and ssh2');
+    assert.ok(stats.filesReceived > 5, 'the intermediate received the connection layer, the SSH methods and ssh2');
+    const layers = await first.call(() =>
+      Object.keys(require.cache).filter((path) => /\/bootstrap\/(connection|ssh)\.cjs$/.test(path)),
+    );
+    assert.equal(layers.length, 2, `layers loaded in the intermediate: ${layers.join(', ')}`);
     await first.shutdown();
   });
 

@@ -3,7 +3,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import createDebug from 'debug';
 import { Broker } from './broker.js';
-import { createCodeCache } from './code-cache.js';
+import { codeCacheForChildren } from './code-cache.js';
 import { callOrigin, Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo } from './errors.js';
 import { IdPool } from './ids.js';
@@ -90,16 +90,12 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
     requestSync: (message) => requestSync(router, stream, message),
   });
   serve(router, MODULE_STATS_SPEC, () => importer.stats);
-  let cache: { data: Uint8Array | undefined } | undefined;
   const runtime: Runtime = {
     router,
     broker,
     ids: new IdPool(router, config.idBlock),
     coreBundle,
-    codeCache: () => {
-      cache ??= { data: createCodeCache(coreBundle, requireFn) };
-      return cache.data;
-    },
+    codeCache: codeCacheForChildren(coreBundle, requireFn),
     firstStage: config.firstStage,
     debugNamespaces: config.debug,
     moduleBase: config.moduleBase,

@@ -262,7 +262,7 @@ export function fitRecord(file: FileRecord, maxMessageSize: number): FileRecord 
   return {
     path: file.path,
     format: 'error',
-    source: `${file.path} is ${sourceBytes(file)} bytes, too large to send in one message (maxMessageSize is ${maxMessageSize} bytes); raise the master Router's maxMessageSize option to ship it`,
+    source: `${file.path} is ${sourceBytes(file)} bytes${file.deflated ? ' compressed' : ''}, too large to send in one message (maxMessageSize is ${maxMessageSize} bytes); raise the master Router's maxMessageSize option to ship it`,
     deps: emptyRecord(),
     code: 'ERR_TENDRIL_MODULE_TOO_LARGE',
   };

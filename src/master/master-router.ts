@@ -3,7 +3,7 @@ import { bootstrap, type CommonOptions } from '../connection/bootstrap.js';
 import { ownMethod } from '../connection/connect.js';
 import type { ConnectionMethod } from '../connection/method.js';
 import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
-import { createCodeCache } from '../core/code-cache.js';
+import { codeCacheForChildren } from '../core/code-cache.js';
 import { Context } from '../core/context.js';
 import { ChannelError, InvalidOptionError, ProtocolError } from '../core/errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
@@ -81,7 +81,6 @@ export class MasterRouter extends CoreRouter {
   private readonly runtime: Runtime;
   private readonly logDebuggers = new Map<string, Logger>();
   private closing: Promise<void> | undefined;
-  private codeCache: { data: Uint8Array | undefined } | undefined;
   private readonly responder: ModuleResponder;
   private readonly preparer = callPreparer();
   /** Contexts started from here, by ID, until they leave the tree (for listener peers: `worker.contexts()`). */
@@ -122,10 +121,7 @@ export class MasterRouter extends CoreRouter {
       broker: this.broker,
       ids: this.ids,
       coreBundle: assets.coreBundle,
-      codeCache: () => {
-        this.codeCache ??= { data: createCodeCache(assets.coreBundle, createRequire(import.meta.url)) };
-        return this.codeCache.data;
-      },
+      codeCache: codeCacheForChildren(assets.coreBundle, createRequire(import.meta.url)),
       firstStage: assets.firstStage,
       debugNamespaces: process.env.DEBUG ?? '',
       moduleBase: baseDirectory(this.base),
