@@ -221,6 +221,21 @@ describe('lifecycle', () => {
     assert.ok(took <= 1000, `children took ${took} ms`);
   });
 
+  test("esbuild's helper process is reaped by router.shutdown(), and ends with a master that never calls it", async () => {
+    const run = async (mode: string) =>
+      JSON.parse(
+        (await promisify(execFile)(process.execPath, [fixture('esbuild-helper.js'), mode], { timeout: 20_000 })).stdout,
+      ) as { answer: number; running: number[]; after: number[] };
+    const shut = await run('shutdown');
+    assert.equal(shut.answer, 42);
+    assert.equal(shut.running.length, 1, 'module analysis started one helper');
+    assert.deepEqual(shut.after, [], 'nothing left after shutdown, not even a zombie');
+    const ended = await run('exit');
+    assert.equal(ended.running.length, 1);
+    // Reparented once the master is gone: it must stop running (a zombie no init reaps is not running).
+    await waitFor(() => ended.running.every((pid) => !isAlive(pid)), 2000);
+  });
+
   test('a program that never calls shutdown() still exits, and its children follow', async () => {
     const { stdout } = await promisify(execFile)(process.execPath, [fixture('natural-exit.js')], { timeout: 10_000 });
     const pids = JSON.parse(stdout) as number[];

@@ -9,7 +9,7 @@ import {
   packageNameOf,
   type Target,
 } from '../core/module-protocol.js';
-import { esbuildIfLoaded, loadEsbuild } from './esbuild.js';
+import { loadEsbuild, stopEsbuild } from './esbuild.js';
 
 /** Decides whether a resolved file may be shipped; returns the reason when it may not. */
 export type ServePolicy = (spec: string, importer: string, resolved: string) => string | undefined;
@@ -66,7 +66,7 @@ export class ModuleGraph {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (--open === 0) await esbuildIfLoaded()?.stop();
+    if (--open === 0) await stopEsbuild();
   }
 
   /**
