@@ -494,187 +494,206 @@ const TAG_EXTENSIONS = new Set([ERROR_EXTENSION, 0x73, 0x78, MAP_EXTENSION, SEND
  * `MAX_BIGINT_BYTES`, or anything but exactly one value filling the bytes.
  * Iterative, so hostile nesting cannot overflow the stack here.
  */
-function checkPayload(bytes: Uint8Array): void {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const end = bytes.length;
-  let pos = 0;
+/** The state of one `checkPayload` walk. A class, not closures: the walk runs for every message. */
+class PayloadCheck {
+  private readonly view: DataView;
+  private readonly end: number;
+  private pos = 0;
   /** Offset of the token being read, for errors. */
-  let at = 0;
+  private at = 0;
   // Open levels, innermost at `top`: values still to read in each, and
   // whether it is a map (whose keys come when an even number remain).
   // Level 0 holds the payload's one value.
-  const remaining: number[] = [1];
-  const isMap: boolean[] = [false];
-  let top = 0;
+  private readonly remaining: number[] = [1];
+  private readonly isMap: boolean[] = [false];
+  private top = 0;
   /** The token being read is the array a tag wraps. */
-  let tagged = false;
+  private tagged = false;
   /** Values read that become heap objects (see `MAX_OBJECTS`). */
-  let objects = 0;
-  const fail = (why: string): never => {
-    throw new DecodeError(`malformed payload at byte ${at}: ${why}`);
-  };
-  const need = (n: number) => {
-    if (pos + n > end) fail('truncated');
-  };
-  const skip = (n: number) => {
-    need(n);
-    pos += n;
-  };
-  const open = (count: number, map: boolean, wrapped: boolean) => {
-    if (count > end - pos) fail(`container of ${count} elements in ${end - pos} remaining bytes`);
+  private objects = 0;
+
+  constructor(private readonly bytes: Uint8Array) {
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    this.end = bytes.length;
+  }
+
+  private fail(why: string): never {
+    throw new DecodeError(`malformed payload at byte ${this.at}: ${why}`);
+  }
+
+  private need(n: number): void {
+    if (this.pos + n > this.end) this.fail('truncated');
+  }
+
+  private skip(n: number): void {
+    this.need(n);
+    this.pos += n;
+  }
+
+  private open(count: number, map: boolean, wrapped: boolean): void {
+    if (count > this.end - this.pos)
+      this.fail(`container of ${count} elements in ${this.end - this.pos} remaining bytes`);
     // The array a tag wraps takes over the tag's level, which has nothing left to read.
-    if (!wrapped && ++top > MAX_DEPTH) fail(`value nested deeper than ${MAX_DEPTH} levels`);
-    remaining[top] = count;
-    isMap[top] = map;
-  };
-  const extension = (length: number, fixext1: boolean) => {
-    need(1);
-    const type = bytes[pos] as number;
-    if (!ALLOWED_EXTENSIONS.has(type)) fail(`extension type ${type} is not accepted`);
-    pos += 1;
+    if (!wrapped && ++this.top > MAX_DEPTH) this.fail(`value nested deeper than ${MAX_DEPTH} levels`);
+    this.remaining[this.top] = count;
+    this.isMap[this.top] = map;
+  }
+
+  private extension(length: number, fixext1: boolean): void {
+    this.need(1);
+    const type = this.bytes[this.pos] as number;
+    if (!ALLOWED_EXTENSIONS.has(type)) this.fail(`extension type ${type} is not accepted`);
+    this.pos += 1;
     if (TAG_EXTENSIONS.has(type)) {
-      if (!fixext1) fail(`tag extension ${type} must be a fixext 1`);
-      skip(1);
-      open(1, false, false);
-      tagged = true;
+      if (!fixext1) this.fail(`tag extension ${type} must be a fixext 1`);
+      this.skip(1);
+      this.open(1, false, false);
+      this.tagged = true;
       return;
     }
     if (type === BIGINT_EXTENSION && (length === 0 || length > MAX_BIGINT_BYTES)) {
-      fail(`bigint of ${length} bytes: the limit is ${MAX_BIGINT_BYTES}`);
+      this.fail(`bigint of ${length} bytes: the limit is ${MAX_BIGINT_BYTES}`);
     }
-    skip(length);
-  };
-  while (top >= 0) {
-    const left = remaining[top] as number;
-    if (left === 0) {
-      top--;
-      continue;
-    }
-    remaining[top] = left - 1;
-    const isKey = isMap[top] === true && left % 2 === 0;
-    const wrapped = tagged;
-    tagged = false;
-    at = pos;
-    need(1);
-    const token = bytes[pos++] as number;
-    if (isKey && !(token >= 0xa0 && token <= 0xbf) && token !== 0xd9 && token !== 0xda && token !== 0xdb) {
-      fail(`map key of type 0x${token.toString(16)}: only strings are accepted`);
-    }
-    if (wrapped && !(token >= 0x90 && token <= 0x9f) && token !== 0xdc && token !== 0xdd) {
-      fail(`a tag extension must wrap an array, not a value of type 0x${token.toString(16)}`);
-    }
-    if (token <= 0x7f || token >= 0xe0) continue; // fixint
-    // nil, booleans, floats and ints are held inline; everything else is an object.
-    const inline = (token >= 0xc0 && token <= 0xc3) || (token >= 0xca && token <= 0xd3);
-    if (!inline && ++objects > MAX_OBJECTS) {
-      fail(
-        `more than ${MAX_OBJECTS} arrays, maps, strings and binaries in one payload; send large collections as Buffers or in parts`,
-      );
-    }
-    if (token <= 0x8f) open((token & 0x0f) * 2, true, wrapped);
-    else if (token <= 0x9f) open(token & 0x0f, false, wrapped);
-    else if (token <= 0xbf) skip(token & 0x1f);
-    else
-      switch (token) {
-        case 0xc0:
-        case 0xc2:
-        case 0xc3:
-          break;
-        case 0xc4:
-        case 0xd9:
-          need(1);
-          skip(bytes[pos++] as number);
-          break;
-        case 0xc5:
-        case 0xda:
-          need(2);
-          pos += 2;
-          skip(view.getUint16(pos - 2));
-          break;
-        case 0xc6:
-        case 0xdb:
-          need(4);
-          pos += 4;
-          skip(view.getUint32(pos - 4));
-          break;
-        case 0xc7:
-          need(1);
-          pos += 1;
-          extension(bytes[pos - 1] as number, false);
-          break;
-        case 0xc8:
-          need(2);
-          pos += 2;
-          extension(view.getUint16(pos - 2), false);
-          break;
-        case 0xc9:
-          need(4);
-          pos += 4;
-          extension(view.getUint32(pos - 4), false);
-          break;
-        case 0xca:
-          skip(4);
-          break;
-        case 0xcb:
-          skip(8);
-          break;
-        case 0xcc:
-        case 0xd0:
-          skip(1);
-          break;
-        case 0xcd:
-        case 0xd1:
-          skip(2);
-          break;
-        case 0xce:
-        case 0xd2:
-          skip(4);
-          break;
-        case 0xcf:
-        case 0xd3:
-          skip(8);
-          break;
-        case 0xd4:
-          extension(1, true);
-          break;
-        case 0xd5:
-          extension(2, false);
-          break;
-        case 0xd6:
-          extension(4, false);
-          break;
-        case 0xd7:
-          extension(8, false);
-          break;
-        case 0xd8:
-          extension(16, false);
-          break;
-        case 0xdc:
-          need(2);
-          pos += 2;
-          open(view.getUint16(pos - 2), false, wrapped);
-          break;
-        case 0xdd:
-          need(4);
-          pos += 4;
-          open(view.getUint32(pos - 4), false, wrapped);
-          break;
-        case 0xde:
-          need(2);
-          pos += 2;
-          open(view.getUint16(pos - 2) * 2, true, wrapped);
-          break;
-        case 0xdf:
-          need(4);
-          pos += 4;
-          open(view.getUint32(pos - 4) * 2, true, wrapped);
-          break;
-        default:
-          fail(`invalid token 0x${token.toString(16)}`);
+    this.skip(length);
+  }
+
+  run(): void {
+    while (this.top >= 0) {
+      const left = this.remaining[this.top] as number;
+      if (left === 0) {
+        this.top--;
+        continue;
       }
+      this.remaining[this.top] = left - 1;
+      const isKey = this.isMap[this.top] === true && left % 2 === 0;
+      const wrapped = this.tagged;
+      this.tagged = false;
+      this.at = this.pos;
+      this.need(1);
+      const token = this.bytes[this.pos++] as number;
+      if (isKey && !(token >= 0xa0 && token <= 0xbf) && token !== 0xd9 && token !== 0xda && token !== 0xdb) {
+        this.fail(`map key of type 0x${token.toString(16)}: only strings are accepted`);
+      }
+      if (wrapped && !(token >= 0x90 && token <= 0x9f) && token !== 0xdc && token !== 0xdd) {
+        this.fail(`a tag extension must wrap an array, not a value of type 0x${token.toString(16)}`);
+      }
+      if (token <= 0x7f || token >= 0xe0) continue; // fixint
+      // nil, booleans, floats and ints are held inline; everything else is an object.
+      const inline = (token >= 0xc0 && token <= 0xc3) || (token >= 0xca && token <= 0xd3);
+      if (!inline && ++this.objects > MAX_OBJECTS) {
+        this.fail(
+          `more than ${MAX_OBJECTS} arrays, maps, strings and binaries in one payload; send large collections as Buffers or in parts`,
+        );
+      }
+      if (token <= 0x8f) this.open((token & 0x0f) * 2, true, wrapped);
+      else if (token <= 0x9f) this.open(token & 0x0f, false, wrapped);
+      else if (token <= 0xbf) this.skip(token & 0x1f);
+      else
+        switch (token) {
+          case 0xc0:
+          case 0xc2:
+          case 0xc3:
+            break;
+          case 0xc4:
+          case 0xd9:
+            this.need(1);
+            this.skip(this.bytes[this.pos++] as number);
+            break;
+          case 0xc5:
+          case 0xda:
+            this.need(2);
+            this.pos += 2;
+            this.skip(this.view.getUint16(this.pos - 2));
+            break;
+          case 0xc6:
+          case 0xdb:
+            this.need(4);
+            this.pos += 4;
+            this.skip(this.view.getUint32(this.pos - 4));
+            break;
+          case 0xc7:
+            this.need(1);
+            this.pos += 1;
+            this.extension(this.bytes[this.pos - 1] as number, false);
+            break;
+          case 0xc8:
+            this.need(2);
+            this.pos += 2;
+            this.extension(this.view.getUint16(this.pos - 2), false);
+            break;
+          case 0xc9:
+            this.need(4);
+            this.pos += 4;
+            this.extension(this.view.getUint32(this.pos - 4), false);
+            break;
+          case 0xca:
+            this.skip(4);
+            break;
+          case 0xcb:
+            this.skip(8);
+            break;
+          case 0xcc:
+          case 0xd0:
+            this.skip(1);
+            break;
+          case 0xcd:
+          case 0xd1:
+            this.skip(2);
+            break;
+          case 0xce:
+          case 0xd2:
+            this.skip(4);
+            break;
+          case 0xcf:
+          case 0xd3:
+            this.skip(8);
+            break;
+          case 0xd4:
+            this.extension(1, true);
+            break;
+          case 0xd5:
+            this.extension(2, false);
+            break;
+          case 0xd6:
+            this.extension(4, false);
+            break;
+          case 0xd7:
+            this.extension(8, false);
+            break;
+          case 0xd8:
+            this.extension(16, false);
+            break;
+          case 0xdc:
+            this.need(2);
+            this.pos += 2;
+            this.open(this.view.getUint16(this.pos - 2), false, wrapped);
+            break;
+          case 0xdd:
+            this.need(4);
+            this.pos += 4;
+            this.open(this.view.getUint32(this.pos - 4), false, wrapped);
+            break;
+          case 0xde:
+            this.need(2);
+            this.pos += 2;
+            this.open(this.view.getUint16(this.pos - 2) * 2, true, wrapped);
+            break;
+          case 0xdf:
+            this.need(4);
+            this.pos += 4;
+            this.open(this.view.getUint32(this.pos - 4) * 2, true, wrapped);
+            break;
+          default:
+            this.fail(`invalid token 0x${token.toString(16)}`);
+        }
+    }
+    if (this.pos !== this.end) {
+      this.at = this.pos;
+      this.fail(`${this.end - this.pos} trailing bytes after the value`);
+    }
   }
-  if (pos !== end) {
-    at = pos;
-    fail(`${end - pos} trailing bytes after the value`);
-  }
+}
+
+function checkPayload(bytes: Uint8Array): void {
+  new PayloadCheck(bytes).run();
 }
