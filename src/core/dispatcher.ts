@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { compileFunction } from './function-source.js';
+import { compileFunction, type FunctionFactory } from './function-source.js';
 import type { Importer } from './importer.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
 import { serve } from './protocol/serve.js';
@@ -33,11 +33,17 @@ export function callOrigin(base: string): string {
   return `${base.replace(/\/+$/, '')}/${CALL_FILE}`;
 }
 
+/** Bases whose `require` and `import` are kept; past it the table starts again. */
+const MAX_LOADERS = 64;
+
 /**
  * Runs shipped functions in this context. Calls run concurrently: an async
  * function awaiting IO does not hold up the next call.
  */
 export class Dispatcher {
+  /** The `require` and `import` each base gives calls, like a module's own, kept for the next call. */
+  private readonly loaders = new Map<string, [NodeJS.Require, (spec: string) => Promise<unknown>]>();
+
   /**
    * @param importer loads the modules calls need.
    * @param defaultBase directory `require()` resolves from when a call names none.
@@ -66,10 +72,23 @@ export class Dispatcher {
   private callFunction(call: CallPayload): unknown {
     const factory = compileFunction(String(call.f));
     const from = call.b ?? callOrigin(this.defaultBase);
-    const run = () => factory(this.importer.requireFrom(from), this.importer.importFrom(from)).apply(undefined, call.a);
     const preload = call.p ?? [];
     // Literal require()s are fetched up front, in one round trip, so the function need not block on them.
-    return preload.length > 0 ? this.importer.prefetch(from, preload, 'require').then(run) : run();
+    if (preload.length > 0) {
+      return this.importer.prefetch(from, preload, 'require').then(() => this.invoke(factory, from, call.a));
+    }
+    return this.invoke(factory, from, call.a);
+  }
+
+  /** Calls a compiled function with the `require` and `import` of `from`, made once per base. */
+  private invoke(factory: FunctionFactory, from: string, args: unknown[] | undefined): unknown {
+    let loaders = this.loaders.get(from);
+    if (!loaders) {
+      if (this.loaders.size >= MAX_LOADERS) this.loaders.clear();
+      loaders = [this.importer.requireFrom(from), this.importer.importFrom(from)];
+      this.loaders.set(from, loaders);
+    }
+    return factory(loaders[0], loaders[1]).apply(undefined, args);
   }
 
   private async callExport(call: CallPayload, path: string, name: string): Promise<unknown> {
