@@ -154,7 +154,9 @@ export class ModuleResponder {
 
   /** Stops the helper process module analysis uses, if it was started; called at router shutdown. */
   async close(): Promise<void> {
-    if (this.analysis) await (await this.analysis).graph.close();
+    // Analysis that could not be loaded started nothing; its requests already failed.
+    const analysis = await this.analysis?.catch(() => undefined);
+    await analysis?.graph.close();
   }
 
   /** Counters so far. */
