@@ -1,87 +1,504 @@
-// tendril's local benchmarks (`npm run bench`). Every figure is measured in
-// this run; `node -e 0` is timed here too, as the floor for starting a
-// context. Mitogen's figures are the ones quoted in issue 2 for this
-// machine, printed for reference only: the side-by-side harness that runs
-// Mitogen in the same run comes with the benchmark issue.
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { Router } from 'tendril';
-import { benchModules } from './modules.js';
-import { median, row } from './report.js';
-import { benchSsh } from './ssh.js';
+// `npm run bench`: tendril beside its peers, every figure measured in this
+// run, peers alternating with tendril so drift hits both (issue 12):
+// Mitogen (Debian's python3-mitogen, bench/peers/mitogen_bench.py), plain
+// OpenSSH, `node -e 0`, cat through pipes and ssh, a raw Node pipe echo,
+// and Ansible (ansible-core, with ansible-mitogen's strategy), against the
+// test suite's loopback sshd (root needed, as for the suite).
+//
+//   node build/bench/index.js [--smoke] [--write-docs] [--json FILE]
+//
+// --smoke runs every measurement with a few iterations and small sizes, so
+// the suite can check the whole bench still works (it asserts nothing about
+// speed). --write-docs rewrites the table, versions and plot in
+// docs/performance.md and docs/performance.svg.
+import { execFileSync } from 'node:child_process';
+import { chmodSync, closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { type Context, Router } from 'tendril';
+import { startTestbed } from '../test/support/testbed.js';
+import { ANSIBLE_VARIANTS, runPlaybook, writePlaybook } from './compare/ansible.js';
+import { plot } from './compare/plot.js';
+import { ensurePackages, mitogen, PYTHON, ROOT, run, tendrilScript, versionOf } from './compare/processes.js';
+import { markdownTable, printTable, type Row, type Summary, summarise } from './compare/results.js';
+import {
+  bytes,
+  callsOf,
+  commands,
+  cpuPer10k,
+  type Kind,
+  memory,
+  rawEcho,
+  readyOnce,
+  roundTrips,
+  SIZES,
+  senderRates,
+  start,
+  type Targets,
+} from './compare/tendril.js';
+import { MIB, median, progress, shellQuote, timeShell } from './flow-shared.js';
+import { openSshArgs } from './openssh.js';
 
-function spawnNodeE0(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    spawn(process.execPath, ['-e', '0'], { stdio: 'ignore' })
-      .on('exit', () => resolve(performance.now() - started))
-      .on('error', reject);
+const { values: flags } = parseArgs({
+  options: { smoke: { type: 'boolean' }, 'write-docs': { type: 'boolean' }, json: { type: 'string' } },
+});
+const SMOKE = flags.smoke === true;
+const ROUNDS = SMOKE ? 1 : 10;
+const FEW = SMOKE ? 1 : 3;
+const CALLS = SMOKE ? 20 : 2000;
+const BULK_MIB = SMOKE ? 4 : 256;
+const COMMANDS = SMOKE ? 10 : 100;
+const STEPS = SMOKE ? 2 : 20;
+const FAN_OUT = SMOKE ? [3] : [10, 50, 100];
+
+const KINDS: [Kind, string][] = [
+  ['local', 'local'],
+  ['ssh', 'ssh'],
+  ['sshsudo', 'ssh → sudo'],
+];
+const SIZE_NAMES = ['empty', '1 KiB', '64 KiB', '1 MiB'];
+const GROUPS = {
+  whole: 'Whole process, one call (start to exit)',
+  ready: 'Time to a context that answered one call, in a warm master',
+  rtt: 'Call round trip',
+  bulk: 'Bulk',
+  commands: `${COMMANDS} commands on one host`,
+  steps: `${STEPS} trivial steps on one host (whole process)`,
+  fanout: 'Fan-out: local contexts started at once, one call each (fresh master)',
+  memory: 'Memory',
+  bytes: 'Bytes on the wire',
+  cpu: 'CPU per 10,000 empty calls (user + system)',
+};
+
+ensurePackages({
+  'python3-mitogen': '/usr/lib/python3/dist-packages/mitogen/__init__.py',
+  'ansible-core': '/usr/bin/ansible-playbook',
+  'ansible-mitogen': '/usr/lib/python3/dist-packages/ansible_mitogen/__init__.py',
+});
+
+// Node reads NODE_EXTRA_CA_CERTS when it starts, which on this kind of
+// machine costs every Node process tens of milliseconds (Python ignores it).
+// It is measured once as it is set, then removed for everything else.
+const extraCaCerts = process.env.NODE_EXTRA_CA_CERTS;
+delete process.env.NODE_EXTRA_CA_CERTS;
+
+const rows: Row[] = [];
+/** Mitogen FileService throughput (MB/s), from its in-process run, for the bulk rows. */
+const mitogenCopy: Record<string, number> = {};
+const bed = await startTestbed();
+// In memory, so the disk is not what is measured; writable by the ssh account.
+const scratch = mkdtempSync(join('/dev/shm', 'tendril-bench-'));
+chmodSync(scratch, 0o1777);
+const bulkFile = join(scratch, 'bulk.bin');
+writeBulkFile(bulkFile, BULK_MIB);
+const sshTarget = {
+  host: '127.0.0.1',
+  port: bed.port,
+  user: bed.accounts.sudoer.name,
+  key: bed.keyFile,
+  target: bed.accounts.target.name,
+  knownHosts: bed.knownHosts,
+  file: bulkFile,
+};
+const env: NodeJS.ProcessEnv = {
+  ...process.env,
+  BENCH_SSH: JSON.stringify(sshTarget),
+  ...(SMOKE && { BENCH_SMOKE: '1' }),
+};
+const targets: Targets = {
+  login: {
+    hostname: '127.0.0.1',
+    port: bed.port,
+    username: sshTarget.user,
+    identityFile: bed.keyFile,
+    knownHostsFile: bed.knownHosts,
+    sshConfig: false,
+  },
+  sudoTo: sshTarget.target,
+};
+const ssh = openSshArgs(bed, ['Compression=no']);
+
+try {
+  await wholeProcess();
+  await inProcess();
+  await bulk();
+  await steps();
+  await fanOut();
+} finally {
+  await bed.stop();
+  rmSync(scratch, { recursive: true, force: true });
+}
+
+const summaries = rows.map(summarise);
+console.log(`\ntendril ${SMOKE ? 'smoke run' : 'benchmark'}: ${machine()}`);
+printTable(summaries);
+if (flags.json)
+  writeFileSync(flags.json, `${JSON.stringify({ machine: machine(), versions: versions(), summaries }, null, 2)}\n`);
+if (flags['write-docs']) await writeDocs(summaries);
+
+/** A file of random bytes (incompressible), `mib` MiB. */
+function writeBulkFile(path: string, mib: number): void {
+  const fd = openSync(path, 'w');
+  const chunk = Buffer.alloc(MIB);
+  for (let i = 0; i < mib; i++) {
+    for (let j = 0; j < MIB; j += 4) chunk.writeUInt32LE((Math.random() * 0x1_0000_0000) >>> 0, j);
+    writeSync(fd, chunk);
+  }
+  closeSync(fd);
+}
+
+/** 1: whole processes, tendril's script and Mitogen's alternating; the floors in the same rounds. */
+async function wholeProcess(): Promise<void> {
+  progress('whole process: tendril and Mitogen scripts, node -e 0, ssh host node -e 0');
+  const samples: Record<string, number[]> = {};
+  const add = (key: string, ms: number) => {
+    samples[key] ??= [];
+    samples[key].push(ms);
+  };
+  const withCa = extraCaCerts === undefined ? undefined : { ...env, NODE_EXTRA_CA_CERTS: extraCaCerts };
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [kind] of KINDS) {
+      add(`tendril-${kind}`, (await tendrilScript('call', [kind], env)).ms);
+      add(`mitogen-${kind}`, (await mitogen([`whole-${kind === 'sshsudo' ? 'sshsudo' : kind}`], env)).ms);
+    }
+    add('node', (await run(process.execPath, ['-e', '0'], env)).ms);
+    add('ssh-node', (await run('ssh', [...ssh, 'node -e 0'], env)).ms);
+    if (withCa) {
+      add('tendril-ca', (await tendrilScript('call', ['local'], withCa)).ms);
+      add('mitogen-ca', (await mitogen(['whole-local'], withCa)).ms);
+      add('node-ca', (await run(process.execPath, ['-e', '0'], withCa)).ms);
+    }
+  }
+  for (const [kind, label] of KINDS) {
+    rows.push({
+      group: GROUPS.whole,
+      metric: label,
+      unit: 'ms',
+      tendril: samples[`tendril-${kind}`] ?? [],
+      peers: { Mitogen: median(samples[`mitogen-${kind}`] ?? []) },
+    });
+  }
+  if (withCa) {
+    rows.push({
+      group: GROUPS.whole,
+      metric: 'local, with NODE_EXTRA_CA_CERTS as set here',
+      unit: 'ms',
+      tendril: samples['tendril-ca'] ?? [],
+      peers: { Mitogen: median(samples['mitogen-ca'] ?? []), 'node -e 0 with it': median(samples['node-ca'] ?? []) },
+    });
+  }
+  rows.push({ group: GROUPS.whole, metric: 'floor: node -e 0', unit: 'ms', tendril: samples.node ?? [], peers: {} });
+  rows.push({
+    group: GROUPS.whole,
+    metric: 'floor: ssh host node -e 0',
+    unit: 'ms',
+    tendril: samples['ssh-node'] ?? [],
+    peers: {},
   });
 }
 
-async function timeToReady(router: Router): Promise<number> {
-  const started = performance.now();
-  const child = await router.local({ name: 'bench-ready' });
-  const took = performance.now() - started;
-  await child.shutdown();
-  return took;
+/** 2, 3, 5, 8, 9, 10: in one warm master each, tendril's, then Mitogen's (its driver's inproc mode). */
+async function inProcess(): Promise<void> {
+  progress('in process: Mitogen');
+  const theirs = JSON.parse((await mitogen(['inproc'], env)).stdout) as Record<string, number[]>;
+  const peer = (key: string) => median(theirs[key] ?? []);
+  progress('in process: tendril');
+  const router = new Router();
+  const held: Context[] = [];
+  try {
+    for (const [kind] of KINDS) await readyOnce(router, kind, targets); // warm
+    const ready: Record<string, number[]> = { local: [], ssh: [], sshsudo: [] };
+    for (let i = 0; i < ROUNDS; i++)
+      for (const [kind] of KINDS) ready[kind]?.push(await readyOnce(router, kind, targets));
+    const floors: Record<string, Record<string, number>> = {
+      local: { 'node -e 0': median(rows.find((r) => r.metric === 'floor: node -e 0')?.tendril ?? []) },
+      ssh: { 'ssh host node -e 0': median(rows.find((r) => r.metric === 'floor: ssh host node -e 0')?.tendril ?? []) },
+      sshsudo: {},
+    };
+    for (const [kind, label] of KINDS) {
+      rows.push({
+        group: GROUPS.ready,
+        metric: label,
+        unit: 'ms',
+        tendril: ready[kind] ?? [],
+        peers: { Mitogen: peer(`ready-${kind}`), ...floors[kind] },
+      });
+    }
+
+    progress('round trips');
+    const contexts: Record<string, Context> = {};
+    for (const [kind] of KINDS) contexts[kind] = await start(router, kind, targets, held);
+    for (const [kind, label] of KINDS) {
+      for (const [i, size] of SIZES.entries()) {
+        const count = callsOf(size, CALLS);
+        const samples = await roundTrips(contexts[kind] as Context, size, count);
+        const peers: Record<string, number> = { Mitogen: peer(`rtt-${kind}-${size}`) };
+        if (kind === 'local') peers['raw Node pipe echo'] = median(await rawEcho(size, count));
+        rows.push({ group: GROUPS.rtt, metric: `${label}, ${SIZE_NAMES[i]}`, unit: 'ms', tendril: samples, peers });
+      }
+    }
+
+    progress('commands');
+    const mine: number[] = [];
+    const plain: number[] = [];
+    const master: number[] = [];
+    const control = mkdtempSync(join(tmpdir(), 'tendril-bench-cm-'));
+    const controlArgs = openSshArgs(bed, [
+      'Compression=no',
+      'ControlMaster=auto',
+      `ControlPath=${control}/%C`,
+      'ControlPersist=60',
+    ]);
+    for (let i = 0; i < FEW; i++) {
+      mine.push(await commands(contexts.ssh as Context, COMMANDS));
+      plain.push(await timeShell(`for i in $(seq ${COMMANDS}); do ssh ${ssh.map(shellQuote).join(' ')} true; done`));
+      master.push(
+        await timeShell(`for i in $(seq ${COMMANDS}); do ssh ${controlArgs.map(shellQuote).join(' ')} true; done`),
+      );
+    }
+    await run('ssh', [...controlArgs.slice(0, -1), '-O', 'exit', controlArgs.at(-1) as string]).catch(() => {});
+    rmSync(control, { recursive: true, force: true });
+    rows.push({
+      group: GROUPS.commands,
+      metric: `exec('true') x ${COMMANDS} in an ssh context`,
+      unit: 'ms',
+      tendril: mine,
+      peers: {
+        'ssh host true': median(plain),
+        'ssh host true, ControlMaster': median(master),
+        Mitogen: peer('commands'),
+      },
+    });
+
+    progress('memory');
+    const { idleChild, perContext } = await memory(router, SMOKE ? 5 : 20);
+    rows.push({
+      group: GROUPS.memory,
+      metric: 'RSS of an idle local child',
+      unit: 'bytes',
+      tendril: [idleChild],
+      peers: { Mitogen: peer('idle-child-rss') },
+    });
+    rows.push({
+      group: GROUPS.memory,
+      metric: 'master RSS per local context held',
+      unit: 'bytes',
+      tendril: [perContext],
+      peers: { Mitogen: peer('master-rss-per-context') },
+    });
+
+    progress('bytes');
+    const wire = await bytes();
+    rows.push({
+      group: GROUPS.bytes,
+      metric: 'first stage (command line)',
+      unit: 'bytes',
+      tendril: [wire.firstStage ?? Number.NaN],
+      peers: {},
+    });
+    rows.push({
+      group: GROUPS.bytes,
+      metric: 'to a ready local context, both ways',
+      unit: 'bytes',
+      tendril: [wire.ready ?? Number.NaN],
+      peers: {},
+    });
+    rows.push({
+      group: GROUPS.bytes,
+      metric: 'a via hop (local via local)',
+      unit: 'bytes',
+      tendril: [wire.hop ?? Number.NaN],
+      peers: {},
+    });
+    rows.push({
+      group: GROUPS.bytes,
+      metric: "first call importing chalk's package graph",
+      unit: 'bytes',
+      tendril: [wire.graph ?? Number.NaN],
+      peers: {},
+    });
+
+    progress('CPU');
+    const cpu = await cpuPer10k(contexts.local as Context, SMOKE ? 1000 : 10_000);
+    rows.push({
+      group: GROUPS.cpu,
+      metric: 'master',
+      unit: 'ms CPU',
+      tendril: [cpu.master],
+      peers: { Mitogen: peer('cpu-master') * 1000 },
+    });
+    rows.push({
+      group: GROUPS.cpu,
+      metric: 'child',
+      unit: 'ms CPU',
+      tendril: [cpu.child],
+      peers: { Mitogen: peer('cpu-child') * 1000 },
+    });
+
+    progress('Sender streams');
+    const rates = await senderRates(router, contexts.local as Context, BULK_MIB);
+    rows.push({
+      group: GROUPS.bulk,
+      metric: `Sender stream, local context → master, ${BULK_MIB} MiB`,
+      unit: 'MB/s',
+      tendril: [rates.up],
+      peers: {},
+    });
+    rows.push({
+      group: GROUPS.bulk,
+      metric: `Channel, master → local context, ${BULK_MIB} MiB`,
+      unit: 'MB/s',
+      tendril: [rates.down],
+      peers: {},
+    });
+    for (const key of ['local', 'ssh']) {
+      const ms = theirs[`copy-${key}`];
+      if (ms) mitogenCopy[key] = (BULK_MIB * MIB) / 1e6 / (median(ms) / 1000);
+    }
+  } finally {
+    await router.shutdown();
+  }
 }
 
-const RUNS = 20;
-const router = new Router();
-// Warm both paths once so neither pays for loading files from disk.
-await spawnNodeE0();
-await timeToReady(router);
-const nodeE0: number[] = [];
-const ready: number[] = [];
-for (let i = 0; i < RUNS; i++) {
-  // Interleaved, so both see the same machine load.
-  nodeE0.push(await spawnNodeE0());
-  ready.push(await timeToReady(router));
+/** 4: a file copied to a local and an ssh context, beside cat through a pipe and through ssh. */
+async function bulk(): Promise<void> {
+  progress(`bulk: ${BULK_MIB} MiB`);
+  const router = new Router();
+  try {
+    const local = await router.local();
+    const remote = await router.ssh(targets.login);
+    const rate = (ms: number) => (BULK_MIB * MIB) / 1e6 / (ms / 1000);
+    const mine: Record<string, number[]> = { local: [], ssh: [] };
+    const cats: Record<string, number[]> = { local: [], ssh: [] };
+    for (let i = 0; i < FEW; i++) {
+      for (const [key, context] of [
+        ['local', local],
+        ['ssh', remote],
+      ] as const) {
+        const dest = join(scratch, `copy-${key}.bin`);
+        const started = performance.now();
+        await context.copy(bulkFile, dest);
+        mine[key]?.push(rate(performance.now() - started));
+        rmSync(dest, { force: true });
+      }
+      cats.local?.push(rate(await timeShell(`cat ${shellQuote(bulkFile)} | cat > /dev/null`)));
+      cats.ssh?.push(
+        rate(await timeShell(`cat ${shellQuote(bulkFile)} | ssh ${ssh.map(shellQuote).join(' ')} 'cat > /dev/null'`)),
+      );
+    }
+    rows.push({
+      group: GROUPS.bulk,
+      metric: `copy ${BULK_MIB} MiB to a local context`,
+      unit: 'MB/s',
+      tendril: mine.local ?? [],
+      peers: { 'Mitogen FileService': mitogenCopy.local ?? Number.NaN, 'cat | cat': median(cats.local ?? []) },
+    });
+    rows.push({
+      group: GROUPS.bulk,
+      metric: `copy ${BULK_MIB} MiB to an ssh context`,
+      unit: 'MB/s',
+      tendril: mine.ssh ?? [],
+      peers: { 'Mitogen FileService': mitogenCopy.ssh ?? Number.NaN, 'cat | ssh cat': median(cats.ssh ?? []) },
+    });
+  } finally {
+    await router.shutdown();
+  }
 }
 
-const child = await router.local({ name: 'bench' });
-for (let i = 0; i < 2000; i++) await child.call(() => null);
-const rtt: number[] = [];
-for (let i = 0; i < 10_000; i++) {
-  const t = performance.now();
-  await child.call(() => null);
-  rtt.push(performance.now() - t);
+/** 6: the same steps as a tendril script and as ansible-playbook, three ways. */
+async function steps(): Promise<void> {
+  progress(`${STEPS} steps: tendril script and ansible-playbook`);
+  const dir = writePlaybook(
+    { port: bed.port, user: sshTarget.user, key: bed.keyFile, knownHosts: bed.knownHosts },
+    STEPS,
+  );
+  const target = { port: bed.port, user: sshTarget.user, key: bed.keyFile, knownHosts: bed.knownHosts };
+  const mine: number[] = [];
+  const theirs: Record<string, number[]> = {};
+  try {
+    for (let i = 0; i < FEW; i++) {
+      mine.push((await tendrilScript('steps', [String(STEPS)], env)).ms);
+      for (const variant of ANSIBLE_VARIANTS) {
+        theirs[variant] ??= [];
+        theirs[variant].push(await runPlaybook(dir, target, variant));
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  rows.push({
+    group: GROUPS.steps,
+    metric: `tendril script: ssh context, exec('true') x ${STEPS}`,
+    unit: 'ms',
+    tendril: mine,
+    peers: Object.fromEntries(ANSIBLE_VARIANTS.map((v) => [`Ansible ${v}`, median(theirs[v] ?? [])])),
+  });
 }
-const mib = Buffer.alloc(1024 * 1024, 1);
-for (let i = 0; i < 5; i++) await child.call((b: Buffer) => b.length, mib);
-const big: number[] = [];
-for (let i = 0; i < 50; i++) {
-  const t = performance.now();
-  await child.call((b: Buffer) => b.length, mib);
-  big.push(performance.now() - t);
+
+/** 7: N local contexts at once, each in a fresh master process: wall time and the master's peak RSS. */
+async function fanOut(): Promise<void> {
+  for (const count of FAN_OUT) {
+    progress(`fan-out: ${count} contexts`);
+    const mine: { wall: number; rss: number }[] = [];
+    const theirs: { wall: number; rss: number }[] = [];
+    for (let i = 0; i < FEW; i++) {
+      mine.push(JSON.parse((await tendrilScript('fanout', [String(count)], env)).stdout));
+      theirs.push(JSON.parse((await mitogen(['fanout', String(count)], env)).stdout));
+    }
+    rows.push({
+      group: GROUPS.fanout,
+      metric: `${count} contexts, wall time`,
+      unit: 'ms',
+      tendril: mine.map((m) => m.wall),
+      peers: { Mitogen: median(theirs.map((m) => m.wall)) },
+    });
+    rows.push({
+      group: GROUPS.fanout,
+      metric: `${count} contexts, master peak RSS`,
+      unit: 'bytes',
+      tendril: mine.map((m) => m.rss),
+      peers: { Mitogen: median(theirs.map((m) => m.rss)) },
+    });
+  }
 }
-await router.shutdown();
 
-const sizes = JSON.parse(readFileSync(new URL('../../dist/bootstrap/sizes.json', import.meta.url), 'utf8'));
-const mitogen = { ready: 157, rtt: 0.37, mib: 22 };
-console.log(`tendril bench on node ${process.version} (${RUNS} starts, 10000 calls, 50 x 1 MiB)\n`);
-row('first stage', `${sizes.firstStage} B`, 'goal: under 1024 B');
-row('core, deflated', `${sizes.coreDeflated} B`, `${sizes.core} B before deflate`);
-row('node -e 0 (median)', `${median(nodeE0).toFixed(1)} ms`, 'measured in this run');
-row(
-  'ready local context (median)',
-  `${median(ready).toFixed(1)} ms`,
-  `${(median(ready) / median(nodeE0)).toFixed(2)}x node -e 0 (target <= 1.15x); Mitogen ${mitogen.ready} ms quoted`,
-);
-row(
-  'empty call round trip (median)',
-  `${(median(rtt) * 1000).toFixed(1)} µs`,
-  `Mitogen ${mitogen.rtt} ms quoted: ${(mitogen.rtt / median(rtt)).toFixed(1)}x faster (target >= 5x)`,
-);
-row(
-  'call with 1 MiB argument (median)',
-  `${median(big).toFixed(2)} ms`,
-  `Mitogen ${mitogen.mib} ms quoted: ${(mitogen.mib / median(big)).toFixed(1)}x faster (target >= 10x)`,
-);
+function machine(): string {
+  return `${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${new Date().toISOString().slice(0, 10)}`;
+}
 
-console.log('\nmodule forwarding, on a target with none of the packages');
-await benchModules();
+function versions(): Record<string, string> {
+  let mitogenVersion = 'unknown';
+  try {
+    // dpkg-query's own format syntax, not a template.
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: dpkg-query expands ${Version} itself.
+    mitogenVersion = execFileSync('dpkg-query', ['-W', '-f', '${Version}', 'python3-mitogen'], { encoding: 'utf8' });
+  } catch {
+    // Reported as unknown.
+  }
+  return {
+    Node: process.version,
+    OpenSSH: versionOf('ssh', ['-V']),
+    'Mitogen (python3-mitogen)': mitogenVersion,
+    Python: versionOf(PYTHON, ['--version']),
+    Ansible: versionOf('/usr/bin/ansible-playbook', ['--version']),
+  };
+}
 
-console.log('\nssh and sudo, against a loopback sshd');
-await benchSsh();
+/** Rewrites the generated part of docs/performance.md and the plot. */
+async function writeDocs(all: Summary[]): Promise<void> {
+  const path = join(ROOT, 'docs', 'performance.md');
+  const doc = readFileSync(path, 'utf8');
+  const begin = '<!-- bench:begin -->';
+  const end = '<!-- bench:end -->';
+  const at = doc.indexOf(begin);
+  const until = doc.indexOf(end);
+  if (at === -1 || until === -1) throw new Error(`${path} has no ${begin} ... ${end} section to rewrite`);
+  const facts = Object.entries(versions())
+    .map(([name, version]) => `- ${name}: ${version}`)
+    .join('\n');
+  const generated = `${begin}\n\nMeasured on ${machine()}.\n\n${facts}\n\n${markdownTable(all)}\n\n${end}`;
+  writeFileSync(path, doc.slice(0, at) + generated + doc.slice(until + end.length));
+  writeFileSync(join(ROOT, 'docs', 'performance.svg'), await plot(all, GROUPS.rtt, GROUPS.bulk));
+  console.log(`wrote ${path} and docs/performance.svg`);
+}

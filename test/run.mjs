@@ -31,6 +31,10 @@ const SYSTEM_TOOLS = [
   ['/usr/bin/perl', 'perl-base'],
   // Debian's sudo-rs package: /usr/lib/cargo/bin/sudo, linked as /usr/bin/sudo-rs.
   ['/usr/bin/sudo-rs', 'sudo-rs'],
+  // The benchmark's peers, which test/bench.test.ts runs in smoke mode.
+  ['/usr/lib/python3/dist-packages/mitogen/__init__.py', 'python3-mitogen'],
+  ['/usr/bin/ansible-playbook', 'ansible-core'],
+  ['/usr/lib/python3/dist-packages/ansible_mitogen/__init__.py', 'ansible-mitogen'],
 ];
 
 function provision() {

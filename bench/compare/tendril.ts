@@ -1,0 +1,179 @@
+// tendril's side of the in-process measurements, with a warm master (one
+// Router that has started each kind of context once).
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Channel, type Context, Router, type SshOptions } from 'tendril';
+import { switchOf } from '../../test/support/internals.js';
+import { MIB, rssOf, streamRate } from '../flow-shared.js';
+import { ROOT } from './processes.js';
+
+/** Sizes of the call round trips, in bytes (0: no argument). */
+export const SIZES = [0, 1024, 64 * 1024, MIB] as const;
+
+/** Calls of each size: fewer of the large ones. */
+export function callsOf(size: number, calls: number): number {
+  return Math.max(5, Math.floor(calls / (size >= MIB ? 50 : size >= 64 * 1024 ? 10 : 1)));
+}
+
+/** How each kind of context starts. */
+export type Kind = 'local' | 'ssh' | 'sshsudo';
+
+export interface Targets {
+  login: SshOptions;
+  sudoTo: string;
+}
+
+/** Starts a context of `kind`; `held` collects what to shut down after. */
+export async function start(router: Router, kind: Kind, targets: Targets, held: Context[]): Promise<Context> {
+  if (kind === 'local') return keep(held, await router.local());
+  const ssh = keep(held, await router.ssh(targets.login));
+  return kind === 'ssh' ? ssh : keep(held, await router.sudo({ via: ssh, username: targets.sudoTo }));
+}
+
+function keep(held: Context[], context: Context): Context {
+  held.push(context);
+  return context;
+}
+
+/** Time to a ready context that has answered one call, in ms. */
+export async function readyOnce(router: Router, kind: Kind, targets: Targets): Promise<number> {
+  const held: Context[] = [];
+  const started = performance.now();
+  const context = await start(router, kind, targets, held);
+  await context.call(() => process.pid);
+  const took = performance.now() - started;
+  await Promise.all(held.reverse().map((c) => c.shutdown()));
+  return took;
+}
+
+const echo = (value: unknown) => value;
+
+/** Round trips of `echo` with a `size`-byte argument, in ms each. */
+export async function roundTrips(context: Context, size: number, count: number): Promise<number[]> {
+  const value = size === 0 ? null : Buffer.alloc(size, 7);
+  for (let i = 0; i < Math.min(count, 50); i++) await context.call(echo, value);
+  const samples: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const started = performance.now();
+    await context.call(echo, value);
+    samples.push(performance.now() - started);
+  }
+  return samples;
+}
+
+/**
+ * The floor for a call: two Node processes and a pipe each way, one
+ * echoing length-prefixed messages back. Round trips in ms.
+ */
+export async function rawEcho(size: number, count: number): Promise<number[]> {
+  const child = spawn(process.execPath, [join(ROOT, 'build', 'bench', 'compare', 'echo-child.js')], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const message = Buffer.alloc(4 + Math.max(size, 1), 7);
+  message.writeUInt32BE(message.length - 4, 0);
+  let wanted = 0;
+  let got = 0;
+  let done = () => {};
+  child.stdout.on('data', (chunk: Buffer) => {
+    got += chunk.length;
+    if (got >= wanted) done();
+  });
+  const once = () =>
+    new Promise<void>((resolve) => {
+      got = 0;
+      wanted = message.length;
+      done = resolve;
+      child.stdin.write(message);
+    });
+  for (let i = 0; i < Math.min(count, 50); i++) await once();
+  const samples: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const started = performance.now();
+    await once();
+    samples.push(performance.now() - started);
+  }
+  child.kill();
+  return samples;
+}
+
+/** 100 (or `count`) trivial commands, one after the other: the wall time in ms. */
+export async function commands(context: Context, count: number): Promise<number> {
+  const started = performance.now();
+  for (let i = 0; i < count; i++) await context.exec('true');
+  return performance.now() - started;
+}
+
+/** CPU seconds of master and child per 10,000 empty calls, in ms. */
+export async function cpuPer10k(context: Context, count: number): Promise<{ master: number; child: number }> {
+  // Runs here and, shipped, in the child.
+  const cpu = () => {
+    const usage = process.cpuUsage();
+    return (usage.user + usage.system) / 1000;
+  };
+  const master0 = cpu();
+  const child0 = await context.call(cpu);
+  for (let i = 0; i < count; i++) await context.call(() => null);
+  const master = cpu() - master0;
+  const child = (await context.call(cpu)) - child0;
+  return { master: (master * 10_000) / count, child: (child * 10_000) / count };
+}
+
+/** RSS of an idle local child, and of the master per local context held, in bytes. */
+export async function memory(router: Router, held: number): Promise<{ idleChild: number; perContext: number }> {
+  const idle = await router.local({ name: 'idle' });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const idleChild = rssOf(idle.info.pid);
+  await idle.shutdown();
+  global.gc?.();
+  const before = process.memoryUsage().rss;
+  const contexts = await Promise.all(Array.from({ length: held }, (_, i) => router.local({ name: `held-${i}` })));
+  await Promise.all(contexts.map((c) => c.call(() => process.pid)));
+  const perContext = (process.memoryUsage().rss - before) / held;
+  await Promise.all(contexts.map((c) => c.shutdown()));
+  return { idleChild, perContext };
+}
+
+/** Bytes: the first stage, the wire to a ready context, a via hop, a first call importing a package graph. */
+export async function bytes(): Promise<Record<string, number>> {
+  const sizes = JSON.parse(readFileSync(join(ROOT, 'dist', 'bootstrap', 'sizes.json'), 'utf8'));
+  const router = new Router({ base: join(ROOT, 'bench') });
+  try {
+    const child = await router.local({ name: 'bytes' });
+    const stream = switchOf(router).routeOf(child.id);
+    // The stream counts messages; before them went the core's length prefix and the deflated core.
+    const ready =
+      4 + sizes.coreDeflated + (stream?.stats.bytesIn ?? Number.NaN) + (stream?.stats.bytesOut ?? Number.NaN);
+    await router.local({ name: 'bytes-leaf', via: child });
+    const hop = router.moduleStats().byContext[child.id]?.bytesSent ?? Number.NaN;
+    const before = router.moduleStats().bytesSent;
+    // A real package graph on a target that lacks it: chalk 4 and its five dependencies.
+    await child.call(() => (require('chalk') as { red(text: string): string }).red('x'));
+    const graph = router.moduleStats().bytesSent - before;
+    return { firstStage: sizes.firstStage, ready, hop, graph };
+  } finally {
+    await router.shutdown();
+  }
+}
+
+/** Sender streams, MB/s: 1 MiB values from the context to the master, and from the master to the context. */
+export async function senderRates(
+  router: Router,
+  context: Context,
+  count: number,
+): Promise<{ up: number; down: number }> {
+  const up = await streamRate(router, context, count);
+  const channel = new Channel<Buffer, number>(router);
+  const value = Buffer.alloc(MIB, 7);
+  const started = performance.now();
+  const done = context.call(async (peer: Channel<number, Buffer>) => {
+    let total = 0;
+    for await (const chunk of peer) total += chunk.length;
+    return total;
+  }, channel.otherEnd());
+  for (let i = 0; i < count; i++) await channel.send(value);
+  channel.close();
+  const received = await done;
+  const down = received / 1e6 / ((performance.now() - started) / 1000);
+  return { up, down };
+}

@@ -1,0 +1,201 @@
+"""Mitogen's side of tendril's benchmark (bench/index.ts), through its
+public API only: router.local(), router.ssh(), router.sudo(via=...),
+context.call() and FileService. Run with Debian's python3-mitogen:
+
+    /usr/bin/python3 bench/peers/mitogen_bench.py MODE
+
+MODE whole-local | whole-ssh | whole-sshsudo: one call, then exit (the
+caller times the process). MODE inproc: in-process measurements, printed
+as one JSON object. MODE fanout N: N local contexts started at once (one
+thread each, as Mitogen's API blocks per start), one call each; prints
+wall time and peak RSS as JSON. The SSH target comes from the environment
+variable BENCH_SSH (JSON: host, port, user, key, target, file).
+"""
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+
+import mitogen.core
+import mitogen.service
+import mitogen.utils
+
+SSH = json.loads(os.environ.get('BENCH_SSH', '{}'))
+SMOKE = os.environ.get('BENCH_SMOKE') == '1'
+
+
+def ssh(router, **kwargs):
+    return router.ssh(hostname=SSH['host'], port=SSH['port'], username=SSH['user'], identity_file=SSH['key'],
+                      check_host_keys='ignore', python_path='/usr/bin/python3', **kwargs)
+
+
+def sudo(router, via):
+    return router.sudo(via=via, username=SSH['target'], python_path='/usr/bin/python3')
+
+
+def echo(value):
+    return value
+
+
+def rss_kib():
+    with open('/proc/self/status') as status:
+        for line in status:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds():
+    times = os.times()
+    return times.user + times.system
+
+
+def fetch(master, path, dest):
+    with open(dest, 'wb') as out:
+        ok, meta = mitogen.service.FileService.get(context=master, path=path, out_fp=out)
+    size = os.path.getsize(dest)
+    os.unlink(dest)
+    return size
+
+
+def ms(seconds):
+    return seconds * 1000.0
+
+
+def timed(fn, *args):
+    started = time.perf_counter()
+    fn(*args)
+    return ms(time.perf_counter() - started)
+
+
+def whole(router, mode):
+    if mode == 'whole-local':
+        target = router.local()
+    elif mode == 'whole-ssh':
+        target = ssh(router)
+    else:
+        target = sudo(router, ssh(router))
+    target.call(os.getpid)
+
+
+def inproc(router):
+    runs = 2 if SMOKE else 10
+    calls = 20 if SMOKE else 2000
+    out = {}
+    # Warm the master: one of each kind started and called once.
+    warm = sudo(router, ssh(router))
+    warm.call(os.getpid)
+    router.local().call(os.getpid)
+
+    def start(kind):
+        if kind == 'local':
+            return router.local()
+        if kind == 'ssh':
+            return ssh(router)
+        return sudo(router, ssh(router))
+
+    for kind in ('local', 'ssh', 'sshsudo'):
+        samples = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            context = start(kind)
+            context.call(os.getpid)
+            samples.append(ms(time.perf_counter() - started))
+        out['ready-' + kind] = samples
+
+    targets = {'local': router.local()}
+    targets['ssh'] = ssh(router)
+    targets['sshsudo'] = sudo(router, targets['ssh'])
+    for kind, context in targets.items():
+        for size in (0, 1024, 65536, 1048576):
+            value = b'x' * size if size else None
+            n = max(5, calls // (50 if size >= 1048576 else 10 if size >= 65536 else 1))
+            for _ in range(min(n, 50)):
+                context.call(echo, value)
+            samples = []
+            for _ in range(n):
+                started = time.perf_counter()
+                context.call(echo, value)
+                samples.append(ms(time.perf_counter() - started))
+            out['rtt-%s-%d' % (kind, size)] = samples
+
+    commands = 10 if SMOKE else 100
+    samples = []
+    for _ in range(2 if SMOKE else 5):
+        started = time.perf_counter()
+        for _ in range(commands):
+            targets['ssh'].call(subprocess.check_call, ['true'])
+        samples.append(ms(time.perf_counter() - started))
+    out['commands'] = samples
+
+    local = targets['local']
+    n = 1000 if SMOKE else 10000
+    master0 = cpu_seconds()
+    child0 = local.call(cpu_seconds)
+    for _ in range(n):
+        local.call(echo, None)
+    out['cpu-master'] = [(cpu_seconds() - master0) * 10000.0 / n]
+    out['cpu-child'] = [(local.call(cpu_seconds) - child0) * 10000.0 / n]
+
+    idle = router.local()
+    time.sleep(0.5)
+    out['idle-child-rss'] = [idle.call(rss_kib) * 1024]
+    before = rss_kib()
+    held = [router.local() for _ in range(5 if SMOKE else 20)]
+    for context in held:
+        context.call(os.getpid)
+    out['master-rss-per-context'] = [(rss_kib() - before) * 1024.0 / len(held)]
+
+    if SSH.get('file'):
+        service = mitogen.service.FileService(router)
+        pool = mitogen.service.Pool(router, services=[service])
+        service.register(SSH['file'])
+        for kind in ('local', 'ssh'):
+            samples = []
+            for _ in range(1 if SMOKE else 3):
+                started = time.perf_counter()
+                size = targets[kind].call(fetch, router.myself(), SSH['file'], '/dev/shm/mitogen-bench-copy')
+                samples.append(ms(time.perf_counter() - started))
+            out['copy-' + kind] = samples
+        pool.stop()
+    print(json.dumps(out))
+
+
+def fanout(router, n):
+    started = time.perf_counter()
+    errors = []
+
+    def one():
+        try:
+            router.local().call(os.getpid)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    print(json.dumps({'wall': ms(time.perf_counter() - started),
+                      'rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+
+
+def main(router):
+    mode = sys.argv[1]
+    if mode.startswith('whole-'):
+        whole(router, mode)
+    elif mode == 'inproc':
+        inproc(router)
+    elif mode == 'fanout':
+        fanout(router, int(sys.argv[2]))
+    else:
+        raise SystemExit('unknown mode ' + mode)
+
+
+if __name__ == '__main__':
+    mitogen.utils.run_with_router(main)
