@@ -20,16 +20,25 @@ import { type Context, Router } from 'tendril';
 import { startTestbed } from '../test/support/testbed.js';
 import { ANSIBLE_VARIANTS, runPlaybook, writePlaybook } from './compare/ansible.js';
 import { plot } from './compare/plot.js';
-import { ensurePackages, mitogen, PYTHON, ROOT, run, tendrilScript, versionOf } from './compare/processes.js';
+import {
+  ensurePackages,
+  MitogenServer,
+  mitogen,
+  PYTHON,
+  ROOT,
+  run,
+  tendrilScript,
+  versionOf,
+} from './compare/processes.js';
 import { markdownTable, printTable, type Row, type Summary, summarise } from './compare/results.js';
 import {
   bytes,
   callsOf,
   commands,
   cpuPer10k,
+  EchoFloor,
   type Kind,
   memory,
-  rawEcho,
   readyOnce,
   roundTrips,
   SIZES,
@@ -137,6 +146,12 @@ if (flags.json)
   writeFileSync(flags.json, `${JSON.stringify({ machine: machine(), versions: versions(), summaries }, null, 2)}\n`);
 if (flags['write-docs']) await writeDocs(summaries);
 
+/** Appends `value` to the samples under `key`. */
+function collect(samples: Record<string, number[]>, key: string, value: number): void {
+  samples[key] ??= [];
+  samples[key].push(value);
+}
+
 /** A file of random bytes (incompressible), `mib` MiB. */
 function writeBulkFile(path: string, mib: number): void {
   const fd = openSync(path, 'w');
@@ -152,10 +167,7 @@ function writeBulkFile(path: string, mib: number): void {
 async function wholeProcess(): Promise<void> {
   progress('whole process: tendril and Mitogen scripts, node -e 0, ssh host node -e 0');
   const samples: Record<string, number[]> = {};
-  const add = (key: string, ms: number) => {
-    samples[key] ??= [];
-    samples[key].push(ms);
-  };
+  const add = (key: string, ms: number) => collect(samples, key, ms);
   const withCa = extraCaCerts === undefined ? undefined : { ...env, NODE_EXTRA_CA_CERTS: extraCaCerts };
   for (let round = 0; round < ROUNDS; round++) {
     for (const [kind] of KINDS) {
@@ -198,22 +210,36 @@ async function wholeProcess(): Promise<void> {
   });
 }
 
-/** 2, 3, 5, 8, 9, 10: in one warm master each, tendril's, then Mitogen's (its driver's inproc mode). */
+/**
+ * 2, 3, 5, 8, 9, 10, in one warm master each. Time to a context and round
+ * trips alternate with Mitogen's (its driver in serve mode) and the raw
+ * echo; the rest come from Mitogen's inproc run, just before tendril's.
+ */
 async function inProcess(): Promise<void> {
   progress('in process: Mitogen');
   const theirs = JSON.parse((await mitogen(['inproc'], env)).stdout) as Record<string, number[]>;
   const peer = (key: string) => median(theirs[key] ?? []);
-  progress('in process: tendril');
+  const server = new MitogenServer(env);
+  const echo = new EchoFloor();
   const router = new Router();
   const held: Context[] = [];
   try {
-    for (const [kind] of KINDS) await readyOnce(router, kind, targets); // warm
-    const ready: Record<string, number[]> = { local: [], ssh: [], sshsudo: [] };
-    for (let i = 0; i < ROUNDS; i++)
-      for (const [kind] of KINDS) ready[kind]?.push(await readyOnce(router, kind, targets));
+    progress('time to a context: tendril and Mitogen alternating');
+    const ready: Record<string, number[]> = {};
+    for (let round = -1; round < ROUNDS; round++) {
+      for (const [kind] of KINDS) {
+        const mine = await readyOnce(router, kind, targets);
+        const other = await server.request<number>({ op: 'ready', kind });
+        // Round -1 warms both masters.
+        if (round < 0) continue;
+        collect(ready, `tendril-${kind}`, mine);
+        collect(ready, `mitogen-${kind}`, other);
+      }
+    }
+    const floor = (metric: string) => median(rows.find((r) => r.metric === metric)?.tendril ?? []);
     const floors: Record<string, Record<string, number>> = {
-      local: { 'node -e 0': median(rows.find((r) => r.metric === 'floor: node -e 0')?.tendril ?? []) },
-      ssh: { 'ssh host node -e 0': median(rows.find((r) => r.metric === 'floor: ssh host node -e 0')?.tendril ?? []) },
+      local: { 'node -e 0': floor('floor: node -e 0') },
+      ssh: { 'ssh host node -e 0': floor('floor: ssh host node -e 0') },
       sshsudo: {},
     };
     for (const [kind, label] of KINDS) {
@@ -221,23 +247,41 @@ async function inProcess(): Promise<void> {
         group: GROUPS.ready,
         metric: label,
         unit: 'ms',
-        tendril: ready[kind] ?? [],
-        peers: { Mitogen: peer(`ready-${kind}`), ...floors[kind] },
+        tendril: ready[`tendril-${kind}`] ?? [],
+        peers: { Mitogen: median(ready[`mitogen-${kind}`] ?? []), ...floors[kind] },
       });
     }
 
-    progress('round trips');
+    progress('round trips: tendril, Mitogen and the raw echo alternating');
     const contexts: Record<string, Context> = {};
     for (const [kind] of KINDS) contexts[kind] = await start(router, kind, targets, held);
+    const chunks = SMOKE ? 1 : 5;
     for (const [kind, label] of KINDS) {
       for (const [i, size] of SIZES.entries()) {
-        const count = callsOf(size, CALLS);
-        const samples = await roundTrips(contexts[kind] as Context, size, count);
-        const peers: Record<string, number> = { Mitogen: peer(`rtt-${kind}-${size}`) };
-        if (kind === 'local') peers['raw Node pipe echo'] = median(await rawEcho(size, count));
-        rows.push({ group: GROUPS.rtt, metric: `${label}, ${SIZE_NAMES[i]}`, unit: 'ms', tendril: samples, peers });
+        const count = Math.max(1, Math.floor(callsOf(size, CALLS) / chunks));
+        const samples: Record<string, number[]> = { tendril: [], mitogen: [], echo: [] };
+        for (let chunk = -1; chunk < chunks; chunk++) {
+          // Chunk -1 warms all three up.
+          const mine = await roundTrips(contexts[kind] as Context, size, count);
+          const other = await server.request<number[]>({ op: 'rtt', kind, size, count });
+          const floor = kind === 'local' ? await echo.trips(size, count) : [];
+          if (chunk < 0) continue;
+          samples.tendril?.push(...mine);
+          samples.mitogen?.push(...other);
+          samples.echo?.push(...floor);
+        }
+        const peers: Record<string, number> = { Mitogen: median(samples.mitogen ?? []) };
+        if (kind === 'local') peers['raw Node pipe echo'] = median(samples.echo ?? []);
+        rows.push({
+          group: GROUPS.rtt,
+          metric: `${label}, ${SIZE_NAMES[i]}`,
+          unit: 'ms',
+          tendril: samples.tendril ?? [],
+          peers,
+        });
       }
     }
+    await server.close();
 
     progress('commands');
     const mine: number[] = [];
@@ -357,6 +401,8 @@ async function inProcess(): Promise<void> {
       if (ms) mitogenCopy[key] = (BULK_MIB * MIB) / 1e6 / (median(ms) / 1000);
     }
   } finally {
+    echo.close();
+    await Promise.race([server.close(), new Promise((resolve) => setTimeout(resolve, 5000))]);
     await router.shutdown();
   }
 }
@@ -499,6 +545,8 @@ async function writeDocs(all: Summary[]): Promise<void> {
     .join('\n');
   const generated = `${begin}\n\nMeasured on ${machine()}.\n\n${facts}\n\n${markdownTable(all)}\n\n${end}`;
   writeFileSync(path, doc.slice(0, at) + generated + doc.slice(until + end.length));
+  // In the layout the lint step (biome) checks.
+  execFileSync(join(ROOT, 'node_modules', '.bin', 'biome'), ['format', '--write', path], { stdio: 'ignore' });
   writeFileSync(join(ROOT, 'docs', 'performance.svg'), await plot(all, GROUPS.rtt, GROUPS.bulk));
   console.log(`wrote ${path} and docs/performance.svg`);
 }

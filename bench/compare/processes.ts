@@ -1,6 +1,6 @@
 // Running the peers: Debian packages installed on demand, processes timed
 // from start to exit, and Mitogen's driver script.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -72,16 +72,61 @@ export function tendrilScript(name: string, args: string[], env: NodeJS.ProcessE
   return run(process.execPath, [join(ROOT, 'build', 'bench', 'scripts', `${name}.js`), ...args], env);
 }
 
-/** The first line of a command's output, for the versions the report names. */
+/** The first line a command prints (on stdout, else stderr, as `ssh -V` does), for the versions the report names. */
 export function versionOf(command: string, args: string[]): string {
-  try {
-    return (
-      execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
-        .split('\n')[0]
-        ?.trim() ?? ''
-    );
-  } catch (error) {
-    const output = (error as { stderr?: string }).stderr ?? '';
-    return output.split('\n')[0]?.trim() || 'unknown';
+  const result = spawnSync(command, args, { encoding: 'utf8' });
+  return `${result.stdout || result.stderr || ''}`.split('\n')[0]?.trim() || 'unknown';
+}
+
+/**
+ * Mitogen's driver in `serve` mode: one long-lived master taking commands
+ * (ready, rtt) one at a time, so its measurements alternate with tendril's.
+ */
+export class MitogenServer {
+  private readonly child;
+  private buffered = '';
+  private waiting: ((line: string) => void) | undefined;
+  private stderr = '';
+
+  constructor(env: NodeJS.ProcessEnv) {
+    this.child = spawn(PYTHON, [join(ROOT, 'bench', 'peers', 'mitogen_bench.py'), 'serve'], {
+      env,
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    this.child.stdout.on('data', (chunk: Buffer) => {
+      this.buffered += chunk;
+      const newline = this.buffered.indexOf('\n');
+      if (newline === -1 || !this.waiting) return;
+      const line = this.buffered.slice(0, newline);
+      this.buffered = this.buffered.slice(newline + 1);
+      const waiting = this.waiting;
+      this.waiting = undefined;
+      waiting(line);
+    });
+    this.child.stderr.on('data', (chunk: Buffer) => {
+      this.stderr = (this.stderr + chunk).slice(-4000);
+    });
+  }
+
+  /** Sends one command and resolves with its JSON answer. */
+  request<T>(command: Record<string, unknown>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const onExit = (code: number | null) => reject(new Error(`Mitogen's driver exited (${code}): ${this.stderr}`));
+      this.child.once('exit', onExit);
+      this.waiting = (line) => {
+        this.child.off('exit', onExit);
+        resolve(JSON.parse(line) as T);
+      };
+      this.child.stdin.write(`${JSON.stringify(command)}\n`);
+    });
+  }
+
+  /** Ends the driver (its contexts with it) and waits for it. */
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.child.once('exit', () => resolve());
+      this.child.stdin.end();
+    });
   }
 }

@@ -52,7 +52,6 @@ const echo = (value: unknown) => value;
 /** Round trips of `echo` with a `size`-byte argument, in ms each. */
 export async function roundTrips(context: Context, size: number, count: number): Promise<number[]> {
   const value = size === 0 ? null : Buffer.alloc(size, 7);
-  for (let i = 0; i < Math.min(count, 50); i++) await context.call(echo, value);
   const samples: number[] = [];
   for (let i = 0; i < count; i++) {
     const started = performance.now();
@@ -63,38 +62,45 @@ export async function roundTrips(context: Context, size: number, count: number):
 }
 
 /**
- * The floor for a call: two Node processes and a pipe each way, one
- * echoing length-prefixed messages back. Round trips in ms.
+ * The floor for a call: two Node processes and a pipe each way, the other
+ * echoing length-prefixed messages back (echo-child.ts).
  */
-export async function rawEcho(size: number, count: number): Promise<number[]> {
-  const child = spawn(process.execPath, [join(ROOT, 'build', 'bench', 'compare', 'echo-child.js')], {
+export class EchoFloor {
+  private readonly child = spawn(process.execPath, [join(ROOT, 'build', 'bench', 'compare', 'echo-child.js')], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
-  const message = Buffer.alloc(4 + Math.max(size, 1), 7);
-  message.writeUInt32BE(message.length - 4, 0);
-  let wanted = 0;
-  let got = 0;
-  let done = () => {};
-  child.stdout.on('data', (chunk: Buffer) => {
-    got += chunk.length;
-    if (got >= wanted) done();
-  });
-  const once = () =>
-    new Promise<void>((resolve) => {
-      got = 0;
-      wanted = message.length;
-      done = resolve;
-      child.stdin.write(message);
+  private wanted = 0;
+  private got = 0;
+  private done = () => {};
+
+  constructor() {
+    this.child.stdout.on('data', (chunk: Buffer) => {
+      this.got += chunk.length;
+      if (this.got >= this.wanted) this.done();
     });
-  for (let i = 0; i < Math.min(count, 50); i++) await once();
-  const samples: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const started = performance.now();
-    await once();
-    samples.push(performance.now() - started);
   }
-  child.kill();
-  return samples;
+
+  /** Round trips of a `size`-byte message, in ms each. */
+  async trips(size: number, count: number): Promise<number[]> {
+    const message = Buffer.alloc(4 + Math.max(size, 1), 7);
+    message.writeUInt32BE(message.length - 4, 0);
+    const samples: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const started = performance.now();
+      await new Promise<void>((resolve) => {
+        this.got = 0;
+        this.wanted = message.length;
+        this.done = resolve;
+        this.child.stdin.write(message);
+      });
+      samples.push(performance.now() - started);
+    }
+    return samples;
+  }
+
+  close(): void {
+    this.child.kill();
+  }
 }
 
 /** 100 (or `count`) trivial commands, one after the other: the wall time in ms. */

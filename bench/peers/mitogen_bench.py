@@ -5,15 +5,18 @@ context.call() and FileService. Run with Debian's python3-mitogen:
     /usr/bin/python3 bench/peers/mitogen_bench.py MODE
 
 MODE whole-local | whole-ssh | whole-sshsudo: one call, then exit (the
-caller times the process). MODE inproc: in-process measurements, printed
-as one JSON object. MODE fanout N: N local contexts started at once (one
+caller times the process). MODE serve: answers one JSON command per line
+on stdin with one JSON line on stdout, so the bench can alternate with
+tendril: {"op": "ready", "kind": K} times a new context of kind K (local,
+ssh or sshsudo) answering one call; {"op": "rtt", "kind": K, "size": N,
+"count": C} times C round trips with an N-byte argument. MODE inproc: the
+other in-process measurements, printed as one JSON object. MODE fanout N: N local contexts started at once (one
 thread each, as Mitogen's API blocks per start), one call each; prints
 wall time and peak RSS as JSON. The SSH target comes from the environment
 variable BENCH_SSH (JSON: host, port, user, key, target, file).
 """
 import json
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -82,46 +85,9 @@ def whole(router, mode):
 
 
 def inproc(router):
-    runs = 2 if SMOKE else 10
-    calls = 20 if SMOKE else 2000
     out = {}
-    # Warm the master: one of each kind started and called once.
-    warm = sudo(router, ssh(router))
-    warm.call(os.getpid)
-    router.local().call(os.getpid)
-
-    def start(kind):
-        if kind == 'local':
-            return router.local()
-        if kind == 'ssh':
-            return ssh(router)
-        return sudo(router, ssh(router))
-
-    for kind in ('local', 'ssh', 'sshsudo'):
-        samples = []
-        for _ in range(runs):
-            started = time.perf_counter()
-            context = start(kind)
-            context.call(os.getpid)
-            samples.append(ms(time.perf_counter() - started))
-        out['ready-' + kind] = samples
-
     targets = {'local': router.local()}
     targets['ssh'] = ssh(router)
-    targets['sshsudo'] = sudo(router, targets['ssh'])
-    for kind, context in targets.items():
-        for size in (0, 1024, 65536, 1048576):
-            value = b'x' * size if size else None
-            n = max(5, calls // (50 if size >= 1048576 else 10 if size >= 65536 else 1))
-            for _ in range(min(n, 50)):
-                context.call(echo, value)
-            samples = []
-            for _ in range(n):
-                started = time.perf_counter()
-                context.call(echo, value)
-                samples.append(ms(time.perf_counter() - started))
-            out['rtt-%s-%d' % (kind, size)] = samples
-
     commands = 10 if SMOKE else 100
     samples = []
     for _ in range(2 if SMOKE else 5):
@@ -133,6 +99,8 @@ def inproc(router):
 
     local = targets['local']
     n = 1000 if SMOKE else 10000
+    for _ in range(200):
+        local.call(echo, None)
     master0 = cpu_seconds()
     child0 = local.call(cpu_seconds)
     for _ in range(n):
@@ -164,6 +132,48 @@ def inproc(router):
     print(json.dumps(out))
 
 
+def serve(router):
+    held = {}
+
+    def start(kind):
+        if kind == 'local':
+            return [router.local()]
+        first = ssh(router)
+        return [first] if kind == 'ssh' else [first, sudo(router, first)]
+
+    for line in sys.stdin:
+        command = json.loads(line)
+        kind = command['kind']
+        if command['op'] == 'ready':
+            started = time.perf_counter()
+            chain = start(kind)
+            chain[-1].call(os.getpid)
+            result = ms(time.perf_counter() - started)
+            for context in reversed(chain):
+                context.shutdown(wait=True)
+        else:
+            if kind not in held:
+                held[kind] = start(kind)[-1]
+            context = held[kind]
+            value = b'x' * command['size'] if command['size'] else None
+            result = []
+            for _ in range(command['count']):
+                started = time.perf_counter()
+                context.call(echo, value)
+                result.append(ms(time.perf_counter() - started))
+        sys.stdout.write(json.dumps(result) + '\n')
+        sys.stdout.flush()
+
+
+def peak_rss():
+    # Not ru_maxrss: Linux carries it over an exec, so it would report the parent's.
+    with open('/proc/self/status') as status:
+        for line in status:
+            if line.startswith('VmHWM:'):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def fanout(router, n):
     started = time.perf_counter()
     errors = []
@@ -181,14 +191,15 @@ def fanout(router, n):
         thread.join()
     if errors:
         raise errors[0]
-    print(json.dumps({'wall': ms(time.perf_counter() - started),
-                      'rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+    print(json.dumps({'wall': ms(time.perf_counter() - started), 'rss': peak_rss()}))
 
 
 def main(router):
     mode = sys.argv[1]
     if mode.startswith('whole-'):
         whole(router, mode)
+    elif mode == 'serve':
+        serve(router)
     elif mode == 'inproc':
         inproc(router)
     elif mode == 'fanout':
