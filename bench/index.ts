@@ -37,8 +37,8 @@ import {
   commands,
   cpuPer10k,
   EchoFloor,
+  idleChildRss,
   type Kind,
-  memory,
   readyOnce,
   roundTrips,
   SIZES,
@@ -59,7 +59,14 @@ const CALLS = SMOKE ? 20 : 2000;
 const BULK_MIB = SMOKE ? 4 : 256;
 const COMMANDS = SMOKE ? 10 : 100;
 const STEPS = SMOKE ? 2 : 20;
-const FAN_OUT = SMOKE ? [3] : [10, 50, 100];
+const FAN_OUT = SMOKE ? [2, 4] : [10, 50, 100];
+
+/** Times `import('tendril')` in a fresh Node, from the package's own directory, in ms. */
+const IMPORT_TENDRIL =
+  "const t = performance.now(); import('tendril').then(() => process.stdout.write(String(performance.now() - t)))";
+/** The same for what a Mitogen script imports. */
+const IMPORT_MITOGEN =
+  'import time; t = time.perf_counter(); import mitogen.master, mitogen.utils; print((time.perf_counter() - t) * 1000, end="")';
 
 const KINDS: [Kind, string][] = [
   ['local', 'local'],
@@ -139,7 +146,9 @@ try {
   rmSync(scratch, { recursive: true, force: true });
 }
 
-const summaries = rows.map(summarise);
+// Grouped in the order of GROUPS (a row may be added after its group's others).
+const order: string[] = Object.values(GROUPS);
+const summaries = rows.sort((a, b) => order.indexOf(a.group) - order.indexOf(b.group)).map(summarise);
 console.log(`\ntendril ${SMOKE ? 'smoke run' : 'benchmark'}: ${machine()}`);
 printTable(summaries);
 if (flags.json)
@@ -175,6 +184,8 @@ async function wholeProcess(): Promise<void> {
       add(`mitogen-${kind}`, (await mitogen([`whole-${kind === 'sshsudo' ? 'sshsudo' : kind}`], env)).ms);
     }
     add('node', (await run(process.execPath, ['-e', '0'], env)).ms);
+    add('import', Number((await run(process.execPath, ['-e', IMPORT_TENDRIL], env)).stdout));
+    add('import-mitogen', Number((await run(PYTHON, ['-c', IMPORT_MITOGEN], env)).stdout));
     add('ssh-node', (await run('ssh', [...ssh, 'node -e 0'], env)).ms);
     if (withCa) {
       add('tendril-ca', (await tendrilScript('call', ['local'], withCa)).ms);
@@ -200,6 +211,13 @@ async function wholeProcess(): Promise<void> {
       peers: { Mitogen: median(samples['mitogen-ca'] ?? []), 'node -e 0 with it': median(samples['node-ca'] ?? []) },
     });
   }
+  rows.push({
+    group: GROUPS.whole,
+    metric: "import('tendril'), in process",
+    unit: 'ms',
+    tendril: samples.import ?? [],
+    peers: { 'import mitogen.master': median(samples['import-mitogen'] ?? []) },
+  });
   rows.push({ group: GROUPS.whole, metric: 'floor: node -e 0', unit: 'ms', tendril: samples.node ?? [], peers: {} });
   rows.push({
     group: GROUPS.whole,
@@ -316,20 +334,13 @@ async function inProcess(): Promise<void> {
     });
 
     progress('memory');
-    const { idleChild, perContext } = await memory(router, SMOKE ? 5 : 20);
+    const idleChild = await idleChildRss(router);
     rows.push({
       group: GROUPS.memory,
       metric: 'RSS of an idle local child',
       unit: 'bytes',
       tendril: [idleChild],
       peers: { Mitogen: peer('idle-child-rss') },
-    });
-    rows.push({
-      group: GROUPS.memory,
-      metric: 'master RSS per local context held',
-      unit: 'bytes',
-      tendril: [perContext],
-      peers: { Mitogen: peer('master-rss-per-context') },
     });
 
     progress('bytes');
@@ -484,6 +495,8 @@ async function steps(): Promise<void> {
 
 /** 7: N local contexts at once, each in a fresh master process: wall time and the master's peak RSS. */
 async function fanOut(): Promise<void> {
+  // The master's peak RSS at the smallest and largest fan-out: its slope is the memory per context held.
+  const peaks: Record<string, number[]> = {};
   for (const count of FAN_OUT) {
     progress(`fan-out: ${count} contexts`);
     const mine: { wall: number; rss: number }[] = [];
@@ -506,7 +519,18 @@ async function fanOut(): Promise<void> {
       tendril: mine.map((m) => m.rss),
       peers: { Mitogen: median(theirs.map((m) => m.rss)) },
     });
+    collect(peaks, 'tendril', median(mine.map((m) => m.rss)));
+    collect(peaks, 'mitogen', median(theirs.map((m) => m.rss)));
   }
+  const slope = (values: number[] = []) =>
+    ((values.at(-1) ?? Number.NaN) - (values[0] ?? Number.NaN)) / ((FAN_OUT.at(-1) ?? 0) - (FAN_OUT[0] ?? 0));
+  rows.push({
+    group: GROUPS.memory,
+    metric: `master RSS per local context (peak RSS, ${FAN_OUT[0]} to ${FAN_OUT.at(-1)} contexts)`,
+    unit: 'bytes',
+    tendril: [slope(peaks.tendril)],
+    peers: { Mitogen: slope(peaks.mitogen) },
+  });
 }
 
 function machine(): string {

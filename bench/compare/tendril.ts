@@ -125,19 +125,13 @@ export async function cpuPer10k(context: Context, count: number): Promise<{ mast
   return { master: (master * 10_000) / count, child: (child * 10_000) / count };
 }
 
-/** RSS of an idle local child, and of the master per local context held, in bytes. */
-export async function memory(router: Router, held: number): Promise<{ idleChild: number; perContext: number }> {
+/** RSS of an idle local child, in bytes. */
+export async function idleChildRss(router: Router): Promise<number> {
   const idle = await router.local({ name: 'idle' });
   await new Promise((resolve) => setTimeout(resolve, 500));
-  const idleChild = rssOf(idle.info.pid);
+  const rss = rssOf(idle.info.pid);
   await idle.shutdown();
-  global.gc?.();
-  const before = process.memoryUsage().rss;
-  const contexts = await Promise.all(Array.from({ length: held }, (_, i) => router.local({ name: `held-${i}` })));
-  await Promise.all(contexts.map((c) => c.call(() => process.pid)));
-  const perContext = (process.memoryUsage().rss - before) / held;
-  await Promise.all(contexts.map((c) => c.shutdown()));
-  return { idleChild, perContext };
+  return rss;
 }
 
 /** Bytes: the first stage, the wire to a ready context, a via hop, a first call importing a package graph. */

@@ -111,11 +111,6 @@ def inproc(router):
     idle = router.local()
     time.sleep(0.5)
     out['idle-child-rss'] = [idle.call(rss_kib) * 1024]
-    before = rss_kib()
-    held = [router.local() for _ in range(5 if SMOKE else 20)]
-    for context in held:
-        context.call(os.getpid)
-    out['master-rss-per-context'] = [(rss_kib() - before) * 1024.0 / len(held)]
 
     if SSH.get('file'):
         service = mitogen.service.FileService(router)
