@@ -42,6 +42,7 @@ export {
   ChannelError,
   ContextDisconnectedError,
   DecodeError,
+  HeldBytesError,
   InvalidOptionError,
   MessageTooLargeError,
   ModuleRequestError,

@@ -209,6 +209,7 @@ async function startChild<O extends CommonOptions>(
       parentIds: [router.id, ...router.parentIds],
       parentNames: [router.id, ...router.parentIds].map((id) => router.nameOf(id)),
       maxMessageSize: router.maxMessageSize,
+      maxHeldBytes: router.maxHeldBytes,
       idBlock: ids.block,
       debug: runtime.debugNamespaces,
       firstStage: runtime.firstStage,

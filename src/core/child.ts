@@ -76,6 +76,7 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
     name: config.name,
     parentIds: config.parentIds,
     maxMessageSize: config.maxMessageSize,
+    ...(typeof config.maxHeldBytes === 'number' && config.maxHeldBytes > 0 && { maxHeldBytes: config.maxHeldBytes }),
   });
   router.setParentStream(stream);
   config.parentIds.forEach((id, i) => {

@@ -194,6 +194,56 @@ export class MessageTooLargeError extends TendrilError {
   }
 }
 
+/**
+ * A context (with the contexts behind it) would make the receiving
+ * context hold more than its `maxHeldBytes`: values it sent and nobody has
+ * read yet, command output kept for a result, service calls waiting for
+ * their turn, the entries a transfer remembers. What it sent is refused
+ * (a value dropped, a command killed, a call refused, a transfer failed);
+ * the stream stays open and everything else carries on.
+ */
+export class HeldBytesError extends TendrilError {
+  /** Name of the context whose account is full (the child the bytes came through). */
+  readonly contextName: string;
+  /** Its ID. */
+  readonly contextId: number;
+  /** Bytes that were asked for, on top of those held. */
+  readonly size: number;
+  /** Bytes its account held already. */
+  readonly heldBytes: number;
+  /** The limit, in bytes. */
+  readonly maxHeldBytes: number;
+
+  /**
+   * @param contextName the child whose account is full.
+   * @param contextId its ID.
+   * @param holder the context that would hold the bytes.
+   * @param what what the bytes were for, e.g. `'output of exec cat /dev/zero'`.
+   * @param size bytes asked for.
+   * @param heldBytes bytes held already.
+   * @param maxHeldBytes the limit.
+   */
+  constructor(
+    contextName: string,
+    contextId: number,
+    holder: string,
+    what: string,
+    size: number,
+    heldBytes: number,
+    maxHeldBytes: number,
+  ) {
+    super(
+      `context '${contextName}' (id ${contextId}) and the contexts behind it would make '${holder}' hold ${heldBytes + size} bytes with ${size} more for ${what}, over its maxHeldBytes (${maxHeldBytes} bytes); it was refused. Read what the context sends sooner, or raise the Router's maxHeldBytes option`,
+      'ERR_TENDRIL_HELD_BYTES',
+    );
+    this.contextName = contextName;
+    this.contextId = contextId;
+    this.size = size;
+    this.heldBytes = heldBytes;
+    this.maxHeldBytes = maxHeldBytes;
+  }
+}
+
 /** A stream carried bytes that are not valid tendril frames; it was closed. */
 export class StreamError extends TendrilError {
   /** @param message what was wrong with the bytes. */
@@ -463,6 +513,7 @@ const REVIVABLE: Record<string, new (...args: never[]) => Error> = {
   UnsupportedValueError,
   CapturedVariableError,
   ServiceError,
+  HeldBytesError,
 };
 
 /** Most data fields taken from a remote tendril error, and the longest string or list kept. */
@@ -498,6 +549,8 @@ const FIELDS = new Set([
   'caller',
   'callerId',
   'target',
+  'heldBytes',
+  'maxHeldBytes',
 ]);
 
 /** The data fields of a tendril error worth sending: strings, numbers, booleans and lists of strings. */

@@ -12,6 +12,7 @@ import {
 } from './errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
 import { functionSource } from './function-source.js';
+import { DEFAULT_MAX_HELD_BYTES, type Holding, Holdings } from './holdings.js';
 import { type LogRecord, logger } from './log.js';
 import { FLAG_DEAD, MAX_ID, Message } from './message.js';
 import {
@@ -134,6 +135,8 @@ export interface RouterIdentity {
   parentIds: number[];
   /** Largest payload accepted or sent, in bytes. Default 128 MiB. */
   maxMessageSize?: number;
+  /** Most bytes the contexts behind one child may make this context hold (see holdings.ts). Default 256 MiB. */
+  maxHeldBytes?: number;
 }
 
 /**
@@ -170,6 +173,8 @@ export class Router extends EventEmitter<RouterEvents> {
   readonly parentIds: readonly number[];
   /** Largest payload accepted or sent, in bytes. */
   readonly maxMessageSize: number;
+  /** What each child's subtree makes this context hold, bounded by `maxHeldBytes` (see holdings.ts). */
+  readonly holdings: Holdings;
   /** The stream to the parent; undefined in the master. */
   parentStream: Stream | undefined;
   private readonly handlers = new Map<number, HandlerEntry>();
@@ -207,6 +212,7 @@ export class Router extends EventEmitter<RouterEvents> {
     this.name = identity.name;
     this.parentIds = identity.parentIds;
     this.maxMessageSize = identity.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
+    this.holdings = new Holdings(this, identity.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES);
     this.names.set(this.id, this.name);
     serve(this, ADD_ROUTE_SPEC, ([target, name], _message, stream) => this.onAddRoute(target, name, stream));
     serve(this, DEL_ROUTE_SPEC, ([target, reason], _message, stream) => this.onDelRoute(target, reason, stream));
@@ -309,6 +315,21 @@ export class Router extends EventEmitter<RouterEvents> {
   /** The stream a descendant is reached through, if it is known. */
   routeOf(contextId: number): Stream | undefined {
     return this.routes.get(contextId);
+  }
+
+  /** Largest account of what one child's subtree makes this context hold, in bytes. */
+  get maxHeldBytes(): number {
+    return this.holdings.limit;
+  }
+
+  /**
+   * What one operation holds on behalf of `contextId` (bytes it sent and
+   * that wait here), charged to the account of the child it is routed
+   * through; see holdings.ts.
+   * @param what what is held, for the `HeldBytesError` past the limit.
+   */
+  holding(contextId: number, what: string): Holding {
+    return this.holdings.holding(contextId, what);
   }
 
   /** True when `contextId` is a known, reachable descendant. */
@@ -812,6 +833,7 @@ export class Router extends EventEmitter<RouterEvents> {
   private onStreamClosed(stream: Stream, reason: string): void {
     this.streams.delete(stream);
     this.deadReplyLimits.delete(stream);
+    this.holdings.streamClosed(stream);
     if (stream.remoteId >= 0) debug('%s: stream %s closed: %s', this.name, stream.name, reason);
     for (const [target, via] of [...this.routes]) {
       if (via === stream) this.deleteRoute(target, `${reason} (stream to ${stream.name})`);

@@ -7,6 +7,7 @@ import { codeCacheForChildren } from '../core/code-cache.js';
 import { Context } from '../core/context.js';
 import { ChannelError, InvalidOptionError, ProtocolError } from '../core/errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
+import { DEFAULT_MAX_HELD_BYTES } from '../core/holdings.js';
 import { type Logger, type LogRecord, logger } from '../core/log.js';
 import { integer, location, milliseconds, optionsObject, text } from '../core/options.js';
 import { CONNECT_SPEC } from '../core/protocol/connect.js';
@@ -33,6 +34,15 @@ export interface RouterOptions {
    * tree; every descendant inherits it. Default 128 MiB.
    */
   maxMessageSize?: number;
+  /**
+   * Most bytes the contexts behind one child may make a context hold at
+   * once: values they sent that nobody has read, command output kept for a
+   * result, service calls waiting for their turn, the entries a transfer
+   * remembers (docs/protocol.md lists them). Past it, what they send is
+   * refused with `HeldBytesError`; everything else carries on. Every
+   * descendant applies it to its own children. Default 256 MiB.
+   */
+  maxHeldBytes?: number;
   /** Name of the master context in logs and errors. Default `'master'`. */
   name?: string;
   /**
@@ -102,6 +112,14 @@ export class MasterRouter extends CoreRouter {
       1024,
       0xffffffff,
     );
+    const maxHeldBytes = integer(
+      options.maxHeldBytes,
+      'maxHeldBytes',
+      where,
+      DEFAULT_MAX_HELD_BYTES,
+      1024 * 1024,
+      Number.MAX_SAFE_INTEGER,
+    );
     const name = text(options.name, 'name', where, 'master');
     const grace = milliseconds(options.shutdownGrace, 'shutdownGrace', where, DEFAULT_SHUTDOWN_GRACE);
     const roots = options.moduleRoots ?? [];
@@ -109,7 +127,7 @@ export class MasterRouter extends CoreRouter {
       throw new InvalidOptionError('moduleRoots', where, 'an array of directory paths', roots);
     }
     location(options.base, 'base', where);
-    super({ id: 0, name, parentIds: [], maxMessageSize });
+    super({ id: 0, name, parentIds: [], maxMessageSize, maxHeldBytes });
     const assets = bootstrapAssets();
     this.broker = new Broker(this, grace);
     this.ids = new IdAllocator(this);

@@ -14,6 +14,8 @@ export interface BootConfig {
   parentNames?: string[];
   /** Largest payload, in bytes. */
   maxMessageSize: number;
+  /** Most bytes each of the child's own children may make it hold (absent from an older parent: the default). */
+  maxHeldBytes?: number;
   /** IDs the child may hand to its own children, `[start, end)`, or null. */
   idBlock: [number, number] | null;
   /** `debug` namespaces to enable. */

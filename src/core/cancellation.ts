@@ -1,0 +1,125 @@
+/**
+ * Stopping an operation whatever the other side does: the one mechanism
+ * behind every `signal` and `timeout` option of an operation that waits on
+ * another context (a transfer, a command, a file stream).
+ *
+ * When the caller's signal aborts or the timeout passes, `signal` fires:
+ * the operation passes it on (to the remote side, its channels, its
+ * sub-operations) so that they stop and clean up. The other side then
+ * gets `grace` ms to say it has (a transfer's temporary file removed, a
+ * command's process group killed). If it has not by then — it is hostile,
+ * hung, or its link is gone — `abandon` fires, the operation lets go of
+ * everything it still waits on, and `settle()` rejects with the reason:
+ * nothing waits on the other side longer than that.
+ *
+ * Master side only (it needs AbortController, which Node 12 lacks).
+ */
+import { TimeoutError } from './errors.js';
+import { MAX_TIMER } from './options.js';
+
+/** How long a stopped operation waits for the other side to clean up before it settles anyway, in ms. */
+export const STOP_GRACE = 2000;
+
+/** Options of a `Cancellation`. */
+export interface CancellationOptions {
+  /** The caller's signal, if any. */
+  signal?: AbortSignal | undefined;
+  /** Stop after this many ms, with a `TimeoutError`. */
+  timeout?: number | undefined;
+  /** The operation, for the `TimeoutError`: `"copy to '/srv/app'"`. */
+  what: string;
+  /** The context it waits on, for the `TimeoutError`. */
+  contextName: string;
+  /** ms the other side gets to clean up after the stop. Default `STOP_GRACE`. */
+  grace?: number | undefined;
+}
+
+/** One operation's stop: see the file's comment. */
+export class Cancellation {
+  /** Fires when the operation is to stop: the caller's signal aborted or its timeout passed. */
+  readonly signal: AbortSignal;
+  /** Fires `grace` ms after `signal` when the operation has not settled: let go of the other side. */
+  readonly abandon: AbortSignal;
+  private readonly stop = new AbortController();
+  private readonly giveUp = new AbortController();
+  private readonly grace: number;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private graceTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly onAbort: () => void;
+  private readonly caller: AbortSignal | undefined;
+  private settled = false;
+
+  constructor(options: CancellationOptions) {
+    this.signal = this.stop.signal;
+    this.abandon = this.giveUp.signal;
+    this.grace = Math.min(options.grace ?? STOP_GRACE, MAX_TIMER);
+    this.caller = options.signal;
+    this.onAbort = () => this.cancel(this.caller?.reason);
+    if (options.signal?.aborted) this.cancel(options.signal.reason);
+    else options.signal?.addEventListener('abort', this.onAbort, { once: true });
+    const { timeout } = options;
+    if (timeout !== undefined && !this.signal.aborted) {
+      this.timer = setTimeout(
+        () => this.cancel(new TimeoutError(options.what, options.contextName, timeout)),
+        Math.min(timeout, MAX_TIMER),
+      );
+      // While the operation waits on a call, the router keeps the process alive.
+      this.timer.unref?.();
+    }
+  }
+
+  /** Why the operation stopped, once it has; undefined before. */
+  get reason(): unknown {
+    return this.signal.aborted ? this.signal.reason : undefined;
+  }
+
+  /** Stops the operation now, with `reason` (as the caller's signal would). */
+  cancel(reason: unknown): void {
+    if (this.signal.aborted || this.settled) return;
+    this.clearTimer();
+    this.stop.abort(reason);
+    this.graceTimer = setTimeout(() => this.giveUp.abort(reason), this.grace);
+    this.graceTimer.unref?.();
+  }
+
+  /**
+   * `work`'s outcome, with one difference once the operation has stopped:
+   * a failure then (the other side saw the stop) is the stop's reason, and
+   * if `work` has not settled when `abandon` fires, the promise rejects
+   * with that reason there and then (`work`'s own outcome, when it comes,
+   * is ignored). Work that succeeds despite the stop resolves: it was done.
+   * Settling disposes of the timers and the listener on the caller's signal.
+   */
+  settle<T>(work: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let done = false;
+      const finish = (outcome: () => void) => {
+        if (done) return;
+        done = true;
+        this.abandon.removeEventListener('abort', onAbandon);
+        this.dispose();
+        outcome();
+      };
+      const onAbandon = () => finish(() => reject(this.reason));
+      if (this.abandon.aborted) return onAbandon();
+      this.abandon.addEventListener('abort', onAbandon, { once: true });
+      work.then(
+        (value) => finish(() => resolve(value)),
+        (error: unknown) => finish(() => reject(this.signal.aborted ? this.reason : error)),
+      );
+    });
+  }
+
+  /** Stops the timers and the listener on the caller's signal; the operation is over. */
+  dispose(): void {
+    this.settled = true;
+    this.clearTimer();
+    if (this.graceTimer) clearTimeout(this.graceTimer);
+    this.caller?.removeEventListener('abort', this.onAbort);
+  }
+
+  private clearTimer(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}

@@ -1,0 +1,178 @@
+/**
+ * What other contexts make this one hold, accounted per child.
+ *
+ * Every feature that keeps bytes or values in memory because another
+ * context sent them (values queued in a Receiver, a command's output kept
+ * for its result, service calls waiting for their turn, the entries a
+ * transfer remembers) charges them here, to the account of the child
+ * stream they came through. A child speaks for its whole subtree, whatever
+ * context IDs it uses, so one account bounds all of them: one review of
+ * this file answers "how much can a child make us hold?" — `maxHeldBytes`
+ * (default 256 MiB) per child, whatever it does.
+ *
+ * Past the limit a charge throws `HeldBytesError` and the feature fails
+ * that one operation (drops the value, kills the command, refuses the
+ * call, fails the transfer), saying so; the stream stays open and the rest
+ * of the tree carries on. Contexts reached through the parent stream (the
+ * parent, and everything not below this context) and this context itself
+ * are not limited: the parent has authority over this context anyway.
+ */
+import { HeldBytesError } from './errors.js';
+import type { Stream } from './stream.js';
+
+/** What the contexts behind one child may make this context hold, by default: 256 MiB. */
+export const DEFAULT_MAX_HELD_BYTES = 256 * 1024 * 1024;
+
+/**
+ * Bytes charged for an item held on a child's behalf besides its payload:
+ * the objects around it (a queued message, a remembered path, a waiting
+ * call). Makes many small items cost what they really take.
+ */
+export const ITEM_OVERHEAD = 128;
+
+/** What a router offers the accounts: who a context is, and which child stream it speaks through. */
+export interface AccountRouter {
+  readonly name: string;
+  readonly id: number;
+  /** The child stream `contextId` is routed through; undefined for this context and those behind the parent. */
+  routeOf(contextId: number): Stream | undefined;
+  nameOf(contextId: number): string;
+  warn(code: 'quota', message: string): void;
+}
+
+/** The bytes one child's subtree holds here. */
+export class Account {
+  /** Bytes charged and not yet released. */
+  held = 0;
+
+  /**
+   * @param contextName the child the account is for.
+   * @param contextId its ID.
+   * @param holder the name of the context that holds the bytes.
+   * @param limit most bytes held at once; `Infinity` for an account that is not limited.
+   * @param onRefused told about each refusal (a `quota` warning).
+   */
+  constructor(
+    readonly contextName: string,
+    readonly contextId: number,
+    private readonly holder: string,
+    readonly limit: number,
+    private readonly onRefused: (error: HeldBytesError) => void,
+  ) {}
+
+  /**
+   * Charges `bytes` held for `what`.
+   * @throws HeldBytesError when that would pass the limit; nothing is charged then.
+   */
+  charge(bytes: number, what: string): void {
+    if (this.held + bytes > this.limit) {
+      const error = new HeldBytesError(
+        this.contextName,
+        this.contextId,
+        this.holder,
+        what,
+        bytes,
+        this.held,
+        this.limit,
+      );
+      this.onRefused(error);
+      throw error;
+    }
+    this.held += bytes;
+  }
+
+  /** Gives back `bytes` charged earlier. */
+  release(bytes: number): void {
+    this.held = Math.max(0, this.held - bytes);
+  }
+}
+
+/**
+ * What one operation holds on a context's behalf (a receiver's queue, a
+ * command's kept output): charged to that context's account as it grows,
+ * and given back in one call when the operation lets go of it, so that no
+ * path can forget to release what it charged.
+ */
+export class Holding {
+  /** Bytes this operation holds now. */
+  bytes = 0;
+
+  /**
+   * @param account the account charged.
+   * @param what what is held, for the error past the limit (`'output of exec ls'`).
+   */
+  constructor(
+    private readonly account: Account,
+    readonly what: string,
+  ) {}
+
+  /**
+   * Charges `bytes` more.
+   * @throws HeldBytesError past the account's limit; nothing is charged then.
+   */
+  add(bytes: number): void {
+    this.account.charge(bytes, this.what);
+    this.bytes += bytes;
+  }
+
+  /** Gives back `bytes` (at most what is held). */
+  remove(bytes: number): void {
+    const released = Math.min(bytes, this.bytes);
+    this.bytes -= released;
+    this.account.release(released);
+  }
+
+  /** Gives back everything held. */
+  close(): void {
+    this.remove(this.bytes);
+  }
+}
+
+/** The accounts of one context: one per child stream, and one unlimited for everything else. */
+export class Holdings {
+  private readonly accounts = new Map<Stream, Account>();
+  private readonly unlimited: Account;
+
+  /**
+   * @param router the context's router.
+   * @param limit `maxHeldBytes`: most bytes each child's account may hold.
+   */
+  constructor(
+    private readonly router: AccountRouter,
+    readonly limit: number,
+  ) {
+    this.unlimited = new Account(router.name, router.id, router.name, Number.POSITIVE_INFINITY, () => undefined);
+  }
+
+  /** The account charged for what `contextId` sends: that of the child stream it is routed through. */
+  accountOf(contextId: number): Account {
+    const stream = this.router.routeOf(contextId);
+    if (stream === undefined) return this.unlimited;
+    let account = this.accounts.get(stream);
+    if (!account) {
+      const childId = stream.remoteId;
+      account = new Account(this.router.nameOf(childId), childId, this.router.name, this.limit, (error) =>
+        this.router.warn('quota', `${this.router.name}: ${error.message}`),
+      );
+      this.accounts.set(stream, account);
+    }
+    return account;
+  }
+
+  /** A holding charged to `contextId`'s account (see `Holding`). */
+  holding(contextId: number, what: string): Holding {
+    return new Holding(this.accountOf(contextId), what);
+  }
+
+  /** Forgets the account of a stream that closed: what is still charged to it is released by its holders. */
+  streamClosed(stream: Stream): void {
+    this.accounts.delete(stream);
+  }
+
+  /** Bytes each child's account holds now, by child ID: for tests and diagnostics. */
+  snapshot(): Map<number, number> {
+    const held = new Map<number, number>();
+    for (const account of this.accounts.values()) held.set(account.contextId, account.held);
+    return held;
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * A compromised child, for the tests of every service built on the core:
+ * the attacker holds the child's own code and router (root on a host the
+ * master deploys to), and answers the master's requests as it likes.
+ *
+ * `impersonate(context, service, attack)` makes `context` answer the
+ * master's calls of one of tendril's service functions (an export of
+ * `tendril:services`: `'filesSend'`, `'filesReceive'`, `'filesFanOut'`,
+ * `'exec'`...) with `attack` instead. `attack` is shipped as source, so it
+ * must be self-contained like any shipped function; it receives the
+ * call's decoded arguments (Channels and Senders bound to the child's
+ * router, usable as the real service would use them) and, as `this`, the
+ * child's router and core. What it returns or throws answers the call;
+ * `this.never` (a promise that never settles) leaves the call unanswered
+ * for as long as the child lives, its Channels open. Every other request
+ * is served as before.
+ */
+import type { Context } from 'tendril';
+
+/** What `attack` gets as `this`, in the child. */
+export interface Attacker {
+  /** The child's message switch (the core `Router`). */
+  router: {
+    id: number;
+    name: string;
+    send(message: unknown): void;
+    addHandler(fn: (message: unknown, stream: unknown) => void, options?: object): number;
+  };
+  /** The child's core (`tendril:core`): `Message`, `encode`, the protocol specs... */
+  core: Record<string, unknown>;
+  /** The message the call arrived in. */
+  message: { src: number; auth: number; replyTo: number; handle: number };
+  /** A promise that never settles: return it to leave the call unanswered. */
+  never: Promise<never>;
+}
+
+/**
+ * Makes `context` answer calls of the service function `service` with
+ * `attack` (see the file's comment). Calling it again for the same service
+ * replaces the attack.
+ */
+export async function impersonate<A extends unknown[]>(
+  context: Context,
+  service: string,
+  attack: (this: Attacker, ...args: A) => unknown,
+): Promise<void> {
+  await context.call(
+    (name: string, source: string) => {
+      const core = require('tendril:core') as Record<string, unknown> & {
+        contextRuntime(): { router: never };
+        CALL_FUNCTION: number;
+        SERVICES_MODULE_ID: string;
+        successReply(value: unknown, what: string): Uint8Array;
+        failureReply(error: unknown): Uint8Array;
+        Message: new (header: object, data: Uint8Array) => unknown;
+        CALL_SETTLED: symbol;
+      };
+      const router = core.contextRuntime().router as unknown as {
+        id: number;
+        name: string;
+        send(message: unknown): void;
+        handlers: Map<number, { fn: (message: unknown, stream: unknown) => void }>;
+        attacks?: Map<string, (...args: unknown[]) => unknown>;
+      };
+      // The attack arrives as text: it is compiled here, as the child's own code.
+      const attack = new Function(`return (${source})`)() as (...args: unknown[]) => unknown;
+      if (!router.attacks) {
+        const attacks = new Map<string, (...args: unknown[]) => unknown>();
+        router.attacks = attacks;
+        const entry = router.handlers.get(core.CALL_FUNCTION);
+        if (!entry) throw new Error('no CALL_FUNCTION handler to take over');
+        const serveHonestly = entry.fn;
+        const never = new Promise<never>(() => undefined);
+        entry.fn = (message: unknown, stream: unknown) => {
+          const m = message as { src: number; auth: number; replyTo: number; unpack(router: unknown): unknown };
+          let payload: { m?: unknown; e?: unknown; a?: unknown[] } | undefined;
+          try {
+            payload = m.unpack(router) as typeof payload;
+          } catch {
+            payload = undefined;
+          }
+          const chosen = payload?.m === core.SERVICES_MODULE_ID ? attacks.get(String(payload.e)) : undefined;
+          if (!chosen) return serveHonestly(message, stream);
+          const answer = (data: Uint8Array) => {
+            if (m.replyTo === 0) return;
+            router.send(
+              new core.Message(
+                { dst: m.src, src: router.id, auth: router.id, handle: m.replyTo, replyTo: 0, flags: 0 },
+                data,
+              ),
+            );
+          };
+          Promise.resolve()
+            .then(() => chosen.apply({ router, core, message, never }, payload?.a ?? []))
+            .then(
+              (value) => answer(core.successReply(value, 'return value')),
+              (error: unknown) => answer(core.failureReply(error)),
+            );
+        };
+      }
+      router.attacks.set(name, attack);
+    },
+    service,
+    attack.toString(),
+  );
+}
