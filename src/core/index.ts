@@ -4,6 +4,7 @@
  * receive for `tendril:core`, so export names must be unique across files.
  */
 export * from './broker.js';
+export * from './cancellation.js';
 export * from './channel.js';
 export * from './child.js';
 export * from './code-cache.js';
@@ -13,6 +14,7 @@ export * from './dispatcher.js';
 export * from './errors.js';
 export * from './framing.js';
 export * from './function-source.js';
+export * from './holdings.js';
 export * from './ids.js';
 export * from './importer.js';
 export * from './log.js';
