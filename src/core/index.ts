@@ -4,7 +4,6 @@
  * receive for `tendril:core`, so export names must be unique across files.
  */
 export * from './broker.js';
-export * from './cancellation.js';
 export * from './channel.js';
 export * from './child.js';
 export * from './code-cache.js';

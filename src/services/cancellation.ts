@@ -12,10 +12,11 @@
  * everything it still waits on, and `settle()` rejects with the reason:
  * nothing waits on the other side longer than that.
  *
- * Master side only (it needs AbortController, which Node 12 lacks).
+ * Master side only: it needs AbortController, which Node 12 lacks, so it
+ * is not part of the core shipped to children.
  */
-import { TimeoutError } from './errors.js';
-import { MAX_TIMER } from './options.js';
+import { TimeoutError } from '../core/errors.js';
+import { MAX_TIMER } from '../core/options.js';
 
 /** How long a stopped operation waits for the other side to clean up before it settles anyway, in ms. */
 export const STOP_GRACE = 2000;
