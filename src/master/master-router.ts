@@ -1,11 +1,12 @@
 import { createRequire } from 'node:module';
-import { bootstrap, type CommonOptions } from '../connection/bootstrap.js';
+import { bootstrap, type CommonOptions, DEFAULT_CONNECT_TIMEOUT } from '../connection/bootstrap.js';
+import { ConnectTimeoutError } from '../connection/errors.js';
 import { ownMethod } from '../connection/connect.js';
 import type { ConnectionMethod } from '../connection/method.js';
 import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
 import { codeCacheForChildren } from '../core/code-cache.js';
 import { Context } from '../core/context.js';
-import { ChannelError, InvalidOptionError, ProtocolError } from '../core/errors.js';
+import { ChannelError, InvalidOptionError, ProtocolError, TimeoutError } from '../core/errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
 import { DEFAULT_MAX_HELD_BYTES } from '../core/holdings.js';
 import { type Logger, type LogRecord, logger } from '../core/log.js';
@@ -14,6 +15,7 @@ import { CONNECT_SPEC } from '../core/protocol/connect.js';
 import { FORWARD_LOG_SPEC } from '../core/protocol/forward-log.js';
 import { ask, serve } from '../core/protocol/serve.js';
 import { Router as CoreRouter, type PreparedCall } from '../core/router.js';
+import type { ReadyInfo } from '../core/protocol/boot.js';
 import type { ConnectRequest, Runtime } from '../core/runtime.js';
 import type { Stream } from '../core/stream.js';
 import { bootstrapAssets } from './assets.js';
@@ -23,6 +25,13 @@ import { definingModule } from './function-location.js';
 import { IdAllocator } from './id-allocator.js';
 import { ModuleResponder, type ResponderStats } from './module-responder.js';
 import { callPreparer } from './prepare-call.js';
+
+/**
+ * How long past `connectTimeout` the master waits for a via context's
+ * answer to CONNECT, in ms: the via context stops the start at
+ * `connectTimeout` and says so; one that does not is given up on.
+ */
+const VIA_CONNECT_GRACE = 2000;
 
 /** Loggers kept for context names (`tendril:<name>` debug namespaces), least recently used dropped first. */
 const MAX_LOGGERS = 256;
@@ -177,7 +186,23 @@ export class MasterRouter extends CoreRouter {
       options: rest as Record<string, unknown>,
       taken: this.contextNamesStartingWith(`${method.name}${method.name === 'local' ? '.' : ':'}`),
     };
-    const info = await ask(this, via.id, CONNECT_SPEC, request, { what: `starting a ${method.name} context` });
+    // The via context enforces connectTimeout itself; a via that never answers (hung, or hostile) is given up on a little later.
+    const connectTimeout = (rest as CommonOptions).connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
+    let info: ReadyInfo;
+    try {
+      info = await ask(this, via.id, CONNECT_SPEC, request, {
+        what: `starting a ${method.name} context`,
+        timeout: connectTimeout + VIA_CONNECT_GRACE,
+      });
+    } catch (error) {
+      if (!(error instanceof TimeoutError)) throw error;
+      throw new ConnectTimeoutError(
+        `${method.name} via ${via.name}`,
+        connectTimeout,
+        '',
+        `waiting for context '${via.name}' to start it (it did not answer within connectTimeout and ${VIA_CONNECT_GRACE} ms more)`,
+      );
+    }
     // The intermediate names the new context; it may only name one in its own subtree.
     if (info.id === via.id || this.routeOf(info.id) === undefined || this.routeOf(info.id) !== this.routeOf(via.id)) {
       throw new ProtocolError(

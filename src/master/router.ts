@@ -82,6 +82,7 @@ export class Router extends EventEmitter<RouterEvents> {
    *   `cwd`, `connectTimeout` (ms, default 30000) and `via`.
    * @throws BootstrapError when the child fails before it is ready, quoting its last output.
    * @throws ConnectTimeoutError when it is not ready within `connectTimeout`; it is killed and reaped.
+   *   With `via`, also when the via context does not answer within `connectTimeout` and 2 s more.
    * @throws the same errors when `via` is given: a `BootstrapError` (or subclass)
    *   raised in the via context arrives as that class.
    * @throws ChannelError when the router is shut down while the context starts.

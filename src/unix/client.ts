@@ -2,9 +2,9 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { EventEmitter } from 'eventemitter3';
 import { Context } from '../core/context.js';
-import { ChannelError } from '../core/errors.js';
+import { ChannelError, TimeoutError } from '../core/errors.js';
 import { logger } from '../core/log.js';
-import { milliseconds, optionsObject } from '../core/options.js';
+import { MAX_TIMER, milliseconds, optionsObject } from '../core/options.js';
 import { Receiver, type ReceiverOptions } from '../core/receiver.js';
 import { Router as CoreRouter, type PreparedCall, ROUTER_SWITCH, type RouterWarning } from '../core/router.js';
 import { type ServiceName, type ServiceOptions, serviceName } from '../core/services.js';
@@ -18,6 +18,9 @@ import { type PeerCredentials, peerCredentials, userIds } from './peer-credentia
 import { type AcquiredRecord, type ContextRecord, type PeerApi, peerServiceName } from './peer-service.js';
 
 const debug = logger('listener');
+
+/** How long past an acquire's `timeout` a worker waits for the master's answer, in ms (the master applies the timeout itself). */
+const ACQUIRE_GRACE = 2000;
 
 /** Options of `connect()`. */
 export interface ConnectOptions {
@@ -190,8 +193,13 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
     if (options.timeout !== undefined) wire.timeout = options.timeout;
     let record: AcquiredRecord;
     try {
+      // The master applies the timeout; the same bound here (and a little more) keeps a master that never answers from holding this acquire.
+      const local =
+        options.timeout === undefined
+          ? { signal: options.signal }
+          : { signal: options.signal, timeout: Math.min(options.timeout + ACQUIRE_GRACE, MAX_TIMER) };
       record = await this.#peer.callServiceWith(
-        { signal: options.signal },
+        local,
         this.#service,
         'acquire',
         token,
@@ -200,7 +208,7 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
       );
     } catch (error) {
       // An abandoned acquire may still succeed in the master: tell it to give the context back.
-      if (options.signal?.aborted) this.#release(token);
+      if (options.signal?.aborted || error instanceof TimeoutError) this.#release(token);
       throw error;
     }
     this.#core.setName(record.id, record.name);
