@@ -198,14 +198,7 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
         options.timeout === undefined
           ? { signal: options.signal }
           : { signal: options.signal, timeout: Math.min(options.timeout + ACQUIRE_GRACE, MAX_TIMER) };
-      record = await this.#peer.callServiceWith(
-        local,
-        this.#service,
-        'acquire',
-        token,
-        onWire(target, 0),
-        wire,
-      );
+      record = await this.#peer.callServiceWith(local, this.#service, 'acquire', token, onWire(target, 0), wire);
     } catch (error) {
       // An abandoned acquire may still succeed in the master: tell it to give the context back.
       if (options.signal?.aborted || error instanceof TimeoutError) this.#release(token);
