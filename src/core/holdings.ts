@@ -32,11 +32,15 @@ export const ITEM_OVERHEAD = 128;
 
 /** What a router offers the accounts: who a context is, and which child stream it speaks through. */
 export interface AccountRouter {
+  /** This context's name. */
   readonly name: string;
+  /** This context's ID. */
   readonly id: number;
   /** The child stream `contextId` is routed through; undefined for this context and those behind the parent. */
   routeOf(contextId: number): Stream | undefined;
+  /** A context's name, for messages. */
   nameOf(contextId: number): string;
+  /** Reports a refusal (a `quota` router warning). */
   warn(code: 'quota', message: string): void;
 }
 
@@ -44,6 +48,12 @@ export interface AccountRouter {
 export class Account {
   /** Bytes charged and not yet released. */
   held = 0;
+  /** The child the account is for. */
+  readonly contextName: string;
+  /** Its ID. */
+  readonly contextId: number;
+  /** Most bytes held at once; `Infinity` for an account that is not limited. */
+  readonly limit: number;
 
   /**
    * @param contextName the child the account is for.
@@ -53,12 +63,16 @@ export class Account {
    * @param onRefused told about each refusal (a `quota` warning).
    */
   constructor(
-    readonly contextName: string,
-    readonly contextId: number,
+    contextName: string,
+    contextId: number,
     private readonly holder: string,
-    readonly limit: number,
+    limit: number,
     private readonly onRefused: (error: HeldBytesError) => void,
-  ) {}
+  ) {
+    this.contextName = contextName;
+    this.contextId = contextId;
+    this.limit = limit;
+  }
 
   /**
    * Charges `bytes` held for `what`.
@@ -96,15 +110,19 @@ export class Account {
 export class Holding {
   /** Bytes this operation holds now. */
   bytes = 0;
+  /** What is held, for the error past the limit (`'output of exec ls'`). */
+  readonly what: string;
 
   /**
    * @param account the account charged.
-   * @param what what is held, for the error past the limit (`'output of exec ls'`).
+   * @param what what is held, for the error past the limit.
    */
   constructor(
     private readonly account: Account,
-    readonly what: string,
-  ) {}
+    what: string,
+  ) {
+    this.what = what;
+  }
 
   /**
    * Charges `bytes` more.
@@ -133,14 +151,18 @@ export class Holdings {
   private readonly accounts = new Map<Stream, Account>();
   private readonly unlimited: Account;
 
+  /** `maxHeldBytes`: most bytes each child's account may hold. */
+  readonly limit: number;
+
   /**
    * @param router the context's router.
    * @param limit `maxHeldBytes`: most bytes each child's account may hold.
    */
   constructor(
     private readonly router: AccountRouter,
-    readonly limit: number,
+    limit: number,
   ) {
+    this.limit = limit;
     this.unlimited = new Account(router.name, router.id, router.name, Number.POSITIVE_INFINITY, () => undefined);
   }
 
