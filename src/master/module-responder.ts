@@ -55,7 +55,7 @@ export interface ResponderStats {
   bytesSent: number;
   /** Files read from disk (each at most once). */
   filesRead: number;
-  /** Specifiers refused because they resolved outside the allowed roots. */
+  /** Specifiers refused: resolved outside the roots, or to a file inside them that is not a module served. */
   refused: number;
   /** Requests answered at once with an error because their requester had too many waiting. */
   busy: number;
@@ -293,11 +293,7 @@ export class ModuleResponder {
     const what = `'${spec}' (resolved to ${real}, required from ${importer})`;
     if (!this.inRoots(real)) {
       // A package reached by name from served code is one the master itself would load: serve that package's directory.
-      if (!bare || !this.servesFrom(importer)) {
-        return this.refuse(
-          `the master refused to serve ${what}: it is outside the module roots it serves (${this.describeRoots()}); pass the directory in the Router's moduleRoots option to allow it`,
-        );
-      }
+      if (!bare || !this.servesFrom(importer)) return this.refuseOutside(what);
       const pkg = packageDirectory(bareSpecifierPackage(spec), importer, real);
       if (pkg === undefined) {
         return this.refuse(
@@ -310,20 +306,23 @@ export class ModuleResponder {
     return refusal && this.refuse(`the master refused to serve ${what}: ${refusal.reason}`, refusal.detail);
   }
 
+  private refuseOutside(what: string): string {
+    return this.refuse(
+      `the master refused to serve ${what}: it is outside the module roots it serves (${this.describeRoots()}); pass the directory in the Router's moduleRoots option to allow it`,
+    );
+  }
+
   /**
    * Why the file at `path` may not be read for a child, or undefined if it
-   * may: the one check every file passes before `readRecord` reads it,
-   * whichever way it was reached (a specifier, a static closure, a preload
-   * list). Files reach here already checked by `check`; this holds if a
-   * future path forgets to.
+   * may: what `readRecord` asks before reading any file, as `check` (the
+   * graph's policy) does before esbuild parses one, so a file reached any
+   * way (a specifier, a static closure, a preload list) is judged by the
+   * same rule (`kindRefusal`). Files reach here already checked by
+   * `check`; this holds if a future path forgets to.
    */
   private servable(path: string): string | undefined {
     const real = realpathOrUndefined(path) ?? path;
-    if (!this.inRoots(real)) {
-      return this.refuse(
-        `the master refused to serve ${real}: it is outside the module roots it serves (${this.describeRoots()}); pass the directory in the Router's moduleRoots option to allow it`,
-      );
-    }
+    if (!this.inRoots(real)) return this.refuseOutside(real);
     const refusal = this.kindRefusal(real);
     return refusal && this.refuse(`the master refused to serve ${real}: ${refusal.reason}`, refusal.detail);
   }
