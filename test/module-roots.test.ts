@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -133,6 +134,10 @@ describe('module roots serve only what a module system loads', () => {
     }
     writeTree(project, files);
     symlinkSync('.pnpm/dep@1.0.0/node_modules/dep', join(project, 'node_modules', 'dep'));
+    // Named as modules, but what they lead to is not one.
+    symlinkSync('id_rsa', join(project, 'key.js'));
+    symlinkSync('.env', join(project, 'env.cjs'));
+    execFileSync('mkfifo', [join(project, 'pipe.js')]);
     // Everything the master says about modules, at every level of detail.
     debugState.namespaces = createDebug.disable();
     createDebug.enable('tendril:*');
@@ -208,6 +213,19 @@ describe('module roots serve only what a module system loads', () => {
         return true;
       },
     );
+  });
+
+  test('a symlink named like a module is judged by the file it leads to', async () => {
+    for (const spec of ['./key.js', './env.cjs']) {
+      const result = await child.call(tryRequire, spec);
+      assert.match(result, /^ERR_TENDRIL_MODULE_REFUSED: /, result);
+      assert.deepEqual(leaked(result), []);
+    }
+  });
+
+  test('a named pipe inside the roots is refused, and the master never opens it', async () => {
+    assert.match(await child.call(tryRequire, './pipe.js'), /^ERR_TENDRIL_MODULE_REFUSED: .*not a regular file/);
+    assert.equal(await child.call(tryRequire, './lib.cjs'), 'value: "lib"');
   });
 
   test('context.import() of a secret file is refused', async () => {
