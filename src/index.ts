@@ -66,6 +66,7 @@ export type { SenderOptions } from './core/sender.js';
 export { Sender } from './core/sender.js';
 export type { HighWaterMark } from './core/window.js';
 export { DEFAULT_HIGH_WATER_MARK } from './core/window.js';
+export type { ModuleFilter, ModuleVerdict } from './master/module-files.js';
 export type { ResponderStats } from './master/module-responder.js';
 export type { RouterOptions, ViaOption } from './master/router.js';
 export { Router } from './master/router.js';

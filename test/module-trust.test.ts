@@ -211,7 +211,7 @@ describe('bases with no package of their own', () => {
     scratch = realpathSync(mkdtempSync(join(tmpdir(), 'tendril-home-')));
     home = join(scratch, 'home');
     mkdirSync(join(home, 'project'), { recursive: true });
-    // A dotfile holding a token that parses as JavaScript (a comment): extensionless files are shippable.
+    // A dotfile holding a token that parses as JavaScript (a comment): refused here for lying outside the roots.
     writeFileSync(join(home, '.npmrc'), '//registry.example/:_authToken=secret-token\n');
     writeFileSync(join(home, 'script.cjs'), 'exports.hello = () => "hello from the script";');
     writeFileSync(join(home, 'lib.cjs'), 'module.exports = "lib";');

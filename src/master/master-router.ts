@@ -23,6 +23,7 @@ import { baseDirectory, baseFile, callerModule, mainModule } from './caller.js';
 import { warmFunctionAnalysis } from './function-analysis.js';
 import { definingModule } from './function-location.js';
 import { IdAllocator } from './id-allocator.js';
+import type { ModuleFilter } from './module-files.js';
 import { ModuleResponder, type ResponderStats } from './module-responder.js';
 import { callPreparer } from './prepare-call.js';
 
@@ -66,6 +67,31 @@ export interface RouterOptions {
    * `context.import()`, packages those require by name, and tendril itself.
    */
   moduleRoots?: string[];
+  /**
+   * Decides which files inside the module roots children may be sent,
+   * where tendril's own rule is not what the program needs. By default
+   * only what a module system loads is served: `.js .mjs .cjs .ts .mts
+   * .cts .tsx .json` files, and files without an extension that Node would
+   * run as a program (a `bin` of their package.json, or a first line
+   * starting with `#!`); never a dotfile or a file in a dot-directory
+   * (`.env`, `.git/config`, `.ssh/`, `.aws/`) outside `node_modules`.
+   *
+   * Called, synchronously, for every file inside the roots that a child's
+   * request reaches (each time it is resolved, so keep it cheap and free
+   * of side effects), with the file's real path and tendril's `verdict`:
+   * `{ served: true }`, or `{ served: false, reason }` naming the rule the
+   * file breaks. Return true to serve the file, false to refuse it
+   * (`verdict.served` keeps tendril's choice). Any other result, or a
+   * throw, refuses the file; what was thrown is reported in the master's
+   * `module-refused` warning, never to the child. A refused file is never
+   * read; the child's `require()` throws `ERR_TENDRIL_MODULE_REFUSED`.
+   *
+   * It cannot widen the roots (a file outside them is refused before it is
+   * asked; use `moduleRoots`), nor ship a native addon (`.node`). A file it
+   * serves that is neither JSON nor TypeScript is shipped as JavaScript.
+   * Default: tendril's verdict.
+   */
+  moduleFilter?: ModuleFilter;
   /**
    * Where shipped functions' `require()` and `import()` resolve from when
    * a call does not pass its own `base`: a module's path or file URL (such
@@ -136,11 +162,19 @@ export class MasterRouter extends CoreRouter {
       throw new InvalidOptionError('moduleRoots', where, 'an array of directory paths', roots);
     }
     location(options.base, 'base', where);
+    if (options.moduleFilter !== undefined && typeof options.moduleFilter !== 'function') {
+      throw new InvalidOptionError(
+        'moduleFilter',
+        where,
+        'a function (path, verdict) => boolean',
+        options.moduleFilter,
+      );
+    }
     super({ id: 0, name, parentIds: [], maxMessageSize, maxHeldBytes });
     const assets = bootstrapAssets();
     this.broker = new Broker(this, grace);
     this.ids = new IdAllocator(this);
-    this.responder = new ModuleResponder(this, (message) => this.warn('module-refused', message));
+    this.responder = new ModuleResponder(this, (message) => this.warn('module-refused', message), options.moduleFilter);
     for (const root of roots) this.responder.addRoot(root);
     this.base = options.base === undefined ? undefined : baseFile(options.base);
     this.runtime = {

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { dirname, extname, join, resolve as resolvePath } from 'node:path';
+import { dirname, join, resolve as resolvePath } from 'node:path';
 import type { Plugin } from 'esbuild';
 import {
   closureOf,
@@ -10,20 +10,21 @@ import {
   type Target,
 } from '../core/module-protocol.js';
 import { loadEsbuild, stopEsbuild } from './esbuild.js';
+import { describeBuildError, describeLocatedError } from './module-source.js';
 
-/** Decides whether a resolved file may be shipped; returns the reason when it may not. */
+/**
+ * Decides whether a resolved file may be shipped (where it lies and what
+ * kind of file it is); returns the reason when it may not. Nothing of a
+ * file is read before it says yes.
+ */
 export type ServePolicy = (spec: string, importer: string, resolved: string) => string | undefined;
 
 /** Specifiers every child already has, and what they stand for. */
 export type Preset = (spec: string) => Target | undefined;
 
 const STDIN = '<tendril request>';
-/**
- * Extensions shipped: JavaScript, JSON, and TypeScript (its types
- * stripped by esbuild), for programs run with tsx, ts-node or Node's type
- * stripping; anything else is not shipped.
- */
-const SHIPPABLE = new Set(['.js', '.cjs', '.mjs', '.json', '', '.ts', '.mts', '.cts', '.tsx']);
+/** Extensions esbuild parses by its own loader; any other file the policy admits is parsed as JavaScript. */
+const OWN_LOADER = /\.(?:[cm]?[jt]s|tsx|json)$/;
 
 /** Module graphs not yet closed: esbuild's helper process is stopped when the last one closes. */
 let open = 0;
@@ -126,12 +127,13 @@ export class ModuleGraph {
             !e.location.file.endsWith(STDIN) &&
             !this.broken.has(resolvePath(workingDir, e.location.file)),
         );
-        if (!bad || bad.length === 0) throw error;
+        // esbuild's message may quote a file: say only where and what kind of error.
+        if (!bad || bad.length === 0) throw new Error(`module analysis failed: ${describeBuildError(error, from)}`);
         for (const e of bad) {
           const loc = e.location as { file: string; line: number; column: number };
           // esbuild names files relative to its working directory.
           const file = resolvePath(workingDir, loc.file);
-          this.broken.set(file, `${file}:${loc.line}:${loc.column + 1}: ${e.text}`);
+          this.broken.set(file, describeLocatedError(file, loc, e.text));
         }
         continue;
       }
@@ -197,23 +199,16 @@ export class ModuleGraph {
             record({ refused: refusal });
             return { path, external: true };
           }
-          if (!SHIPPABLE.has(extname(path))) {
-            record({
-              missing: `cannot ship ${path} (required from '${importer}'): only JavaScript, TypeScript and JSON modules are shipped`,
-            });
-            return { path, external: true };
-          }
           record({ path });
           // Known files need no second walk; their closure comes from what is recorded.
           if (this.deps.has(path) || this.broken.has(path)) return { path, external: true };
           if (!found.has(path)) found.set(path, emptyRecord());
           return { path };
         });
-        // Extensionless files (bin scripts) are JavaScript to Node.
-        esbuild.onLoad({ filter: /\/[^./]+$/ }, (args) => ({
-          contents: readFileSync(args.path, 'utf8'),
-          loader: 'js',
-        }));
+        // Extensionless files (bin scripts), and whatever else the policy admits, are JavaScript to Node.
+        esbuild.onLoad({ filter: /.*/ }, (args) =>
+          OWN_LOADER.test(args.path) ? undefined : { contents: readFileSync(args.path, 'utf8'), loader: 'js' },
+        );
       },
     };
   }

@@ -29,6 +29,7 @@ import { serve } from '../core/protocol/serve.js';
 import type { Router } from '../core/router.js';
 import type { Stream } from '../core/stream.js';
 import { assetPath } from './assets.js';
+import { type ModuleFilter, moduleVerdict } from './module-files.js';
 import type { ModuleGraph } from './module-graph.js';
 import type { ModuleSources, ShippedSource } from './module-source.js';
 
@@ -54,7 +55,7 @@ export interface ResponderStats {
   bytesSent: number;
   /** Files read from disk (each at most once). */
   filesRead: number;
-  /** Specifiers refused because they resolved outside the allowed roots. */
+  /** Specifiers refused: resolved outside the roots, or to a file inside them that is not a module served. */
   refused: number;
   /** Requests answered at once with an error because their requester had too many waiting. */
   busy: number;
@@ -75,7 +76,11 @@ const ROOTS_LISTED = 5;
  * sent, and serves only files under its roots: the packages of the
  * modules and base directories the program used, packages those reach by
  * name, and tendril itself. Anything else (`/etc/shadow`, `../../`, a
- * symlink out of a root, `dep/../../x`) is refused and logged.
+ * symlink out of a root, `dep/../../x`) is refused and logged. Inside the
+ * roots it serves only what a module system loads (see `moduleVerdict`),
+ * unless the program's `moduleFilter` decides otherwise: never `.git/config`,
+ * `.env`, `id_rsa` or `key.pem`. Every file passes `servable` before it is
+ * read, however it was reached, and no error it sends quotes a file's text.
  *
  * A child controls what it asks, so everything it can make the master hold
  * is bounded: requests are resolved a few at a time per child stream, a
@@ -106,10 +111,12 @@ export class ModuleResponder {
   /**
    * @param router the master's router; GET_MODULE is served on it.
    * @param onRefusal told about every refused specifier.
+   * @param filter the Router's `moduleFilter`: decides which files inside the roots are served.
    */
   constructor(
     private readonly router: Router,
     private readonly onRefusal: RefusalListener,
+    private readonly filter?: ModuleFilter,
   ) {
     for (const [spec, file] of [
       [CONNECTION_MODULE_ID, 'connection.cjs'],
@@ -240,9 +247,15 @@ export class ModuleResponder {
   }
 
   private inRoots(path: string): boolean {
+    return this.rootsOf(path).length > 0;
+  }
+
+  /** The roots `path` lies in (it may lie in several: a package inside the program's own). */
+  private rootsOf(path: string): string[] {
+    const roots: string[] = [];
     for (const root of this.roots)
-      if (path === root || path.startsWith(root === sep ? sep : `${root}${sep}`)) return true;
-    return false;
+      if (path === root || path.startsWith(root === sep ? sep : `${root}${sep}`)) roots.push(root);
+    return roots;
   }
 
   /** True when `file` (an absolute path, normalized) is served, so specifiers written in it may be resolved. */
@@ -259,10 +272,16 @@ export class ModuleResponder {
     return roots.length > ROOTS_LISTED ? `${listed} and ${roots.length - ROOTS_LISTED} more` : listed;
   }
 
-  private refuse(reason: string): string {
+  /**
+   * Counts and reports a refusal; returns `reason`, the text the child is
+   * told. `detail`, for the master's warning only, is what the program's
+   * own filter threw (which a child has no business reading).
+   */
+  private refuse(reason: string, detail?: string): string {
     this.counters.refused++;
-    debug('%s', reason);
-    this.onRefusal(reason);
+    const told = detail === undefined ? reason : `${reason} (${detail})`;
+    debug('%s', told);
+    this.onRefusal(told);
     return reason;
   }
 
@@ -271,21 +290,72 @@ export class ModuleResponder {
     const real = realpathOrUndefined(resolved) ?? resolved;
     const bare = isBareSpecifier(spec);
     if (bare && hasDotSegments(spec)) return this.refuseDotSegments(spec, importer);
-    if (this.inRoots(real)) return undefined;
-    // A package reached by name from served code is one the master itself would load: serve that package's directory.
-    if (bare && this.servesFrom(importer)) {
+    const what = `'${spec}' (resolved to ${real}, required from ${importer})`;
+    if (!this.inRoots(real)) {
+      // A package reached by name from served code is one the master itself would load: serve that package's directory.
+      if (!bare || !this.servesFrom(importer)) return this.refuseOutside(what);
       const pkg = packageDirectory(bareSpecifierPackage(spec), importer, real);
-      if (pkg !== undefined) {
-        this.roots.add(pkg);
-        return undefined;
+      if (pkg === undefined) {
+        return this.refuse(
+          `the master refused to serve ${what}: that file is not inside the directory of package '${bareSpecifierPackage(spec)}' (node_modules/${bareSpecifierPackage(spec)}), so the name does not vouch for it; pass its directory in the Router's moduleRoots option to allow it`,
+        );
       }
-      return this.refuse(
-        `the master refused to serve '${spec}' (resolved to ${real}, required from ${importer}): that file is not inside the directory of package '${bareSpecifierPackage(spec)}' (node_modules/${bareSpecifierPackage(spec)}), so the name does not vouch for it; pass its directory in the Router's moduleRoots option to allow it`,
-      );
+      this.roots.add(pkg);
     }
+    const refusal = this.kindRefusal(real);
+    return refusal && this.refuse(`the master refused to serve ${what}: ${refusal.reason}`, refusal.detail);
+  }
+
+  private refuseOutside(what: string): string {
     return this.refuse(
-      `the master refused to serve '${spec}' (resolved to ${real}, required from ${importer}): it is outside the module roots it serves (${this.describeRoots()}); pass the directory in the Router's moduleRoots option to allow it`,
+      `the master refused to serve ${what}: it is outside the module roots it serves (${this.describeRoots()}); pass the directory in the Router's moduleRoots option to allow it`,
     );
+  }
+
+  /**
+   * Why the file at `path` may not be read for a child, or undefined if it
+   * may: what `readRecord` asks before reading any file, as `check` (the
+   * graph's policy) does before esbuild parses one, so a file reached any
+   * way (a specifier, a static closure, a preload list) is judged by the
+   * same rule (`kindRefusal`). Files reach here already checked by
+   * `check`; this holds if a future path forgets to.
+   */
+  private servable(path: string): string | undefined {
+    const real = realpathOrUndefined(path) ?? path;
+    if (!this.inRoots(real)) return this.refuseOutside(real);
+    const refusal = this.kindRefusal(real);
+    return refusal && this.refuse(`the master refused to serve ${real}: ${refusal.reason}`, refusal.detail);
+  }
+
+  /**
+   * Why the file at `real`, inside the roots, is not a module served
+   * (tendril's verdict, as the program's `moduleFilter` amends it), or
+   * undefined when it is. `reason` says how to allow it; `detail` is for
+   * the master only.
+   */
+  private kindRefusal(real: string): { reason: string; detail?: string } | undefined {
+    const verdict = moduleVerdict(real, this.rootsOf(real));
+    if (this.filter === undefined) {
+      return verdict.served
+        ? undefined
+        : { reason: `${verdict.reason}; the Router's moduleFilter option can serve it` };
+    }
+    let served: unknown;
+    try {
+      served = this.filter(real, { ...verdict });
+    } catch (error) {
+      return {
+        reason: "the Router's moduleFilter threw on it (the master's warning says what)",
+        detail: `moduleFilter threw: ${(error as Error)?.message ?? String(error)}`,
+      };
+    }
+    if (served === true) return undefined;
+    if (served !== false) return { reason: `the Router's moduleFilter returned ${typeof served}, not a boolean` };
+    return {
+      reason: verdict.served
+        ? "the Router's moduleFilter refused it"
+        : `${verdict.reason}, and the Router's moduleFilter did not serve it`,
+    };
   }
 
   private refuseDotSegments(spec: string, importer: string): string {
@@ -409,6 +479,10 @@ export class ModuleResponder {
   private async readRecord(path: string): Promise<FileRecord> {
     if (this.layerPaths.has(path)) return compress({ path, deps: this.layerDeps(path), ...this.readLayer(path) });
     const { graph, sources } = await this.analyse();
+    const refusal = this.servable(path);
+    if (refusal !== undefined) {
+      return { path, format: 'error', source: refusal, deps: emptyRecord(), code: 'ERR_TENDRIL_MODULE_REFUSED' };
+    }
     const deps = graph.deps.get(path) ?? emptyRecord<Target>();
     const broken = graph.broken.get(path);
     if (broken) return { path, format: 'error', source: broken, deps };

@@ -146,13 +146,51 @@ export function renameDynamicImports(text: string, imports: readonly esModuleLex
   return last === 0 ? text : out + text.slice(last);
 }
 
-/** `file:line:column: message` for the first esbuild error, or the error's message. */
+/** Where an esbuild error is, as esbuild reports it (a 0-based column). */
+interface ErrorLocation {
+  file: string;
+  line: number;
+  column: number;
+}
+
+/**
+ * `file:line:column: message` for the first esbuild error, or the error's
+ * message, never quoting the file (see `withoutFileText`).
+ */
 export function describeBuildError(error: unknown, fallbackFile: string): string {
-  const first = (error as { errors?: { text: string; location?: { file: string; line: number; column: number } }[] })
-    .errors?.[0];
-  if (!first) return `${fallbackFile}: ${(error as Error).message}`;
-  const where = first.location
-    ? `${first.location.file}:${first.location.line}:${first.location.column + 1}`
-    : fallbackFile;
-  return `${where}: ${first.text}`;
+  const first = (error as { errors?: { text: string; location?: ErrorLocation | null }[] }).errors?.[0];
+  if (!first) return `${fallbackFile}: ${withoutFileText((error as Error).message)}`;
+  return first.location
+    ? describeLocatedError(first.location.file, first.location, first.text)
+    : `${fallbackFile}: ${withoutFileText(first.text)}`;
+}
+
+/** `file:line:column: message` (a 1-based column) for an esbuild error at `location` in `file`. */
+export function describeLocatedError(file: string, location: ErrorLocation, text: string): string {
+  return `${file}:${location.line}:${location.column + 1}: ${withoutFileText(text)}`;
+}
+
+/** Words esbuild names as what it expected: JavaScript's own, so never a file's secret. */
+const KEYWORDS = new Set(
+  (
+    'as async await break case catch class const continue debugger default delete do else enum export extends ' +
+    'false finally for from function get if import in instanceof let new null of return set static super switch ' +
+    'this throw true try typeof var void while with yield'
+  ).split(' '),
+);
+
+/**
+ * esbuild's message with every quoted fragment that could be the file's
+ * text replaced by `"…"`: `Expected ";" but found "AKIA…"` becomes
+ * `Expected ";" but found "…"`. A fragment is kept only when it is a
+ * keyword or up to three punctuation characters (what esbuild expected),
+ * so an unparsable file's error says where and what kind, never what the
+ * file holds (a key in a file that is not JavaScript, say).
+ */
+export function withoutFileText(text: string): string {
+  // An unclosed quote runs to the end: nothing after it is kept.
+  return text.replace(/"(?:[^"\\]|\\.)*(?:"|$)/g, (quoted) => {
+    const inner = quoted.length > 1 && quoted.endsWith('"') ? quoted.slice(1, -1) : quoted;
+    return /^[^\w\s"'`\\]{1,3}$/.test(inner) || KEYWORDS.has(inner) ? quoted : '"…"';
+  });
 }
