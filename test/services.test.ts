@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { after, before, describe, test } from 'node:test';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import {
   CallError,
   Channel,
@@ -19,6 +17,7 @@ import {
 } from 'tendril';
 import { CALL_SERVICE_HANDLE, encode, HEADER_SIZE, ITEM_OVERHEAD } from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
+import { heldAfterGc, MiB, mib } from './support/heap.js';
 import { switchOf } from './support/internals.js';
 import { NODE_MAJORS, nodeBinary } from './support/nodes.js';
 import { waitFor } from './support/procs.js';
@@ -54,22 +53,6 @@ function countArrivals(router: Router): () => number {
   };
   return () => arrived;
 }
-
-/** Forces a full garbage collection; `--expose-gc` is not needed. */
-function collector(): () => void {
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as () => void;
-}
-
-/** What this process holds after a full collection: its heap and the bytes of its Buffers. */
-function heldAfterGc(gc: () => void): number {
-  gc();
-  gc();
-  const { heapUsed, arrayBuffers } = process.memoryUsage();
-  return heapUsed + arrayBuffers;
-}
-
-const MiB = 1024 * 1024;
 
 /** A promise and the function that resolves it. */
 function gate(): { promise: Promise<void>; open: () => void } {
@@ -783,16 +766,12 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     );
     const calls = 400;
     const encoded = calls * frame.length;
-    const gc = collector();
-    const before = heldAfterGc(gc);
+    const before = heldAfterGc();
     await hostile.call(writeBytes, frame, calls);
     await waitFor(() => arrived() === calls, 60_000);
-    const held = heldAfterGc(gc) - before;
-    t.diagnostic(`${(held / MiB).toFixed(1)} MiB held for ${(encoded / MiB).toFixed(1)} MiB of waiting arguments`);
-    assert.ok(
-      held < 2 * encoded + 16 * MiB,
-      `${(held / MiB).toFixed(1)} MiB held for ${(encoded / MiB).toFixed(1)} MiB of waiting arguments`,
-    );
+    const held = heldAfterGc() - before;
+    t.diagnostic(`${mib(held)} held for ${mib(encoded)} of waiting arguments`);
+    assert.ok(held < 2 * encoded + 16 * MiB, `${mib(held)} held for ${mib(encoded)} of waiting arguments`);
     // Each waiting call's bytes, and ITEM_OVERHEAD, are on the caller's account until its turn.
     const account = () => switchOf(router).holdings.snapshot().get(hostile.id) ?? 0;
     assert.ok(account() >= (calls - 1) * (frame.length - HEADER_SIZE + ITEM_OVERHEAD), `${account()} bytes charged`);
@@ -809,16 +788,12 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     const call = frameBytes({ dst: 0, src: hostile.id, handle: CALL_SERVICE_HANDLE }, encode(['sparse', 'take', [1]]));
     const filler = frameBytes({ dst: 0, src: hostile.id, handle: 999_999 }, Buffer.alloc(60 * 1024));
     const calls = 1000;
-    const gc = collector();
-    const before = heldAfterGc(gc);
+    const before = heldAfterGc();
     await hostile.call(writeBytes, Buffer.concat([call, filler]), calls);
     await waitFor(() => arrived() === calls, 60_000);
-    const held = heldAfterGc(gc) - before;
-    t.diagnostic(`${(held / MiB).toFixed(1)} MiB held for ${calls} waiting calls of ${call.length} bytes`);
-    assert.ok(
-      held < 16 * MiB,
-      `${(held / MiB).toFixed(1)} MiB held for ${calls} waiting calls of ${call.length} bytes`,
-    );
+    const held = heldAfterGc() - before;
+    t.diagnostic(`${mib(held)} held for ${calls} waiting calls of ${call.length} bytes`);
+    assert.ok(held < 16 * MiB, `${mib(held)} held for ${calls} waiting calls of ${call.length} bytes`);
     release.open();
     await waitFor(() => release.ran() === calls, 60_000);
     router.unregisterService('sparse');
