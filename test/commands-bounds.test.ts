@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { existsSync, rmSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { CommandError, type Context, HeldBytesError, Router } from 'tendril';
+import { CommandError, type Context, HeldBytesError, ProtocolError, Router } from 'tendril';
 import { heldAfterGc, MiB, mib, rssAfterGc } from './support/heap.js';
 import { type Attacker, impersonate } from './support/hostile.js';
 import { switchOf } from './support/internals.js';
@@ -211,6 +211,24 @@ describe('commands: what a child can make the master hold, and for how long', { 
           assert.ok(error instanceof CommandError, String(error));
           assert.equal(error.result.isCanceled, true);
           assert.match(error.message, /was aborted, and the context did not report its end within 5000 ms/);
+          return true;
+        });
+      },
+    );
+  });
+
+  test('a child that sends malformed output and never answers fails the command with a ProtocolError when the backstop passes', async () => {
+    await withAttacker(
+      'bounds-garbled',
+      async function (_request, channel) {
+        await channel.send(['not', 'output']);
+        return this.never;
+      },
+      async (liar) => {
+        const command = liar.exec('yes', { forceKillAfterDelay: false });
+        await assert.rejects(withLimit(command, BACKSTOP_GRACE + 15_000), (error: unknown) => {
+          assert.ok(error instanceof ProtocolError, String(error));
+          assert.match(error.message, /its output was not \[stream, bytes\]/);
           return true;
         });
       },
