@@ -555,10 +555,11 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     try {
       for (;;) {
         if (expected !== undefined && received >= expected) break;
-        const read = (pending ??= channel.get().then(
+        pending ??= channel.get().then(
           (value) => ({ value }),
           (error: unknown) => ({ error }),
-        ));
+        );
+        const read = pending;
         // Until the outcome is in, it may end the wait; after, only the channel can.
         const step = arrived
           ? await read
