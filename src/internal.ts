@@ -35,6 +35,7 @@ export { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH, MAX_OBJECTS } from './core
 export { CALL_SERVICE } from './core/context.js';
 export { remoteError, toRemoteErrorInfo } from './core/errors.js';
 export { encodeFrame, FrameDecoder } from './core/framing.js';
+export { ITEM_OVERHEAD } from './core/holdings.js';
 export { FLAG_DEAD, HEADER_SIZE, Message } from './core/message.js';
 export { MAX_SPECS_PER_REQUEST, MAX_WAITING_MODULE_REQUESTS } from './core/module-protocol.js';
 export { ALLOCATE_ID_SPEC } from './core/protocol/allocate-id.js';

@@ -15,7 +15,7 @@ import {
   Router,
 } from 'tendril';
 import { nodeBinary } from './support/nodes.js';
-import { isAlive, ROOT, waitFor, waitGone } from './support/procs.js';
+import { isAlive, ROOT, waitFor, waitGone, withLimit } from './support/procs.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
 /** A shell that prints its own pid and that of a `sleep` it started in the background (same process group), then waits. */
@@ -67,15 +67,6 @@ function blockedWritingStdout(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-/** `promise`, or a rejection if it is still pending after `ms` (so a hang fails the test instead of stalling it). */
-function withLimit<T>(promise: PromiseLike<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const limit = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`still pending after ${ms} ms`)), ms);
-  });
-  return Promise.race([Promise.resolve(promise), limit]).finally(() => clearTimeout(timer));
 }
 
 /** SIGKILLs `pid` if it is still there (a test's own leftovers, when it failed). */

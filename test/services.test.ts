@@ -3,6 +3,7 @@ import { EventEmitter } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import {
   CallError,
+  Channel,
   type Context,
   contextRouter,
   InvalidOptionError,
@@ -11,10 +12,12 @@ import {
   type RouterWarning,
   type Sender,
   ServiceError,
+  type ServiceOptions,
   TimeoutError,
 } from 'tendril';
-import { CALL_SERVICE_HANDLE, encode } from '#dist/internal.js';
+import { CALL_SERVICE_HANDLE, encode, HEADER_SIZE, ITEM_OVERHEAD } from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
+import { heldAfterGc, MiB, mib } from './support/heap.js';
 import { switchOf } from './support/internals.js';
 import { NODE_MAJORS, nodeBinary } from './support/nodes.js';
 import { waitFor } from './support/procs.js';
@@ -58,6 +61,27 @@ function gate(): { promise: Promise<void>; open: () => void } {
     open = resolve;
   });
   return { promise, open };
+}
+
+/**
+ * Registers `name` in `router` with one method, `take(value)`, that waits
+ * until `open()` and then answers with the value's length (a number, itself).
+ */
+function gatedTaker(router: Router, name: string, options: ServiceOptions): { open: () => void; ran: () => number } {
+  const release = gate();
+  let ran = 0;
+  router.registerService(
+    name,
+    {
+      async take(value: number | { length: number }) {
+        await release.promise;
+        ran++;
+        return typeof value === 'number' ? value : value.length;
+      },
+    },
+    options,
+  );
+  return { open: release.open, ran: () => ran };
 }
 
 describe('services in the master', { timeout: 120_000 }, () => {
@@ -328,17 +352,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
   });
 
   test('past maxQueuedBytes of waiting arguments, a call is refused as busy', async () => {
-    const release = gate();
-    router.registerService(
-      'heavy',
-      {
-        async take(data: Buffer) {
-          await release.promise;
-          return data.length;
-        },
-      },
-      { policy: 'any', concurrency: 1, maxQueuedBytes: 1024 * 1024 },
-    );
+    const release = gatedTaker(router, 'heavy', { policy: 'any', concurrency: 1, maxQueuedBytes: 1024 * 1024 });
     const arrived = countArrivals(router);
     const outcomes = child.call(async () => {
       const master = (require('tendril') as Tendril).contextRouter().master;
@@ -351,6 +365,37 @@ describe('services in the master', { timeout: 120_000 }, () => {
     // One runs, one waits (600 KiB), the third would make 1.2 MiB wait.
     assert.deepEqual(await outcomes, [600 * 1024, 600 * 1024, 'ERR_TENDRIL_SERVICE_BUSY']);
     router.unregisterService('heavy');
+  });
+
+  test("waiting calls are charged to the caller's account: past its maxHeldBytes a call is refused as busy, saying so", async () => {
+    const small = new Router({ maxHeldBytes: 1024 * 1024 });
+    try {
+      const caller = await small.local({ name: 'thrifty' });
+      const release = gatedTaker(small, 'heavy', { policy: 'any', concurrency: 1 });
+      const arrived = countArrivals(small);
+      const outcomes = caller.call(async () => {
+        const master = (require('tendril') as Tendril).contextRouter().master;
+        const chunk = Buffer.alloc(300 * 1024);
+        const settled = await Promise.allSettled([0, 1, 2, 3, 4].map(() => master.callService('heavy', 'take', chunk)));
+        return settled.map((s) =>
+          s.status === 'fulfilled' ? s.value : `${(s.reason as { code: string }).code}: ${(s.reason as Error).message}`,
+        );
+      });
+      await waitFor(() => arrived() === 5);
+      // One runs; three wait (900 KiB and their overhead); the fifth would pass 1 MiB.
+      const charged = switchOf(small).holdings.snapshot().get(caller.id) ?? 0;
+      assert.ok(charged > 3 * (300 * 1024 + ITEM_OVERHEAD) && charged < 1024 * 1024, `${charged} bytes charged`);
+      release.open();
+      const settled = await outcomes;
+      assert.deepEqual(settled.slice(0, 4), new Array(4).fill(300 * 1024));
+      assert.match(
+        String(settled[4]),
+        /^ERR_TENDRIL_SERVICE_BUSY: service 'heavy' in context 'master' is busy, and context 'thrifty' \(id \d+\) with the contexts behind it already makes 'master' hold \d+ bytes \(its maxHeldBytes is 1048576\)/,
+      );
+      assert.equal(switchOf(small).holdings.snapshot().get(caller.id), 0);
+    } finally {
+      await small.shutdown();
+    }
   });
 
   test("an event emitter's or a built-in's inherited methods are never exposed", async () => {
@@ -524,6 +569,51 @@ describe('services in a child', { timeout: 120_000 }, () => {
     assert.equal(await refused, 'ERR_TENDRIL_SERVICE_REFUSED');
   });
 
+  test('a call that waited for its turn gets the Senders and Channels it was sent with, closed when it settles', {
+    timeout: 30_000,
+  }, async () => {
+    await parent.call(() => {
+      (require('tendril') as Tendril).contextRouter().registerService(
+        'turns',
+        {
+          async hold(gate: Channel<never, unknown>) {
+            await gate.get();
+            return 'held';
+          },
+          async count(out: Sender<number>, to: number) {
+            for (let i = 1; i <= to; i++) await out.send(i);
+            return 'counted';
+          },
+          async shout(line: Channel<string, string>) {
+            for await (const text of line) await line.send(text.toUpperCase());
+            return 'shouted';
+          },
+        },
+        { policy: (caller) => caller.id === 0, concurrency: 1 },
+      );
+    });
+    const gate = new Channel<unknown, never>(router);
+    const held = parent.callService('turns', 'hold', gate.otherEnd());
+    const numbers = router.receiver<number>();
+    const counted = parent.callService('turns', 'count', numbers.toSender(), 3);
+    const line = new Channel<string, string>(router);
+    const shouted = parent.callService('turns', 'shout', line.otherEnd());
+    // Both wait behind hold(), their arguments held as bytes, until the gate opens.
+    const sent = line.send('hello');
+    line.close();
+    await gate.send('go');
+    await sent;
+    assert.equal(await held, 'held');
+    const got: number[] = [];
+    for await (const n of numbers) got.push(n);
+    assert.deepEqual(got, [1, 2, 3]);
+    assert.equal(await counted, 'counted');
+    const answers: string[] = [];
+    for await (const text of line) answers.push(text);
+    assert.deepEqual(answers, ['HELLO']);
+    assert.equal(await shouted, 'shouted');
+  });
+
   test('typed proxies, per-call timeouts, unregistering in a child', async () => {
     const NAME = await parent.call(() =>
       (require('tendril') as Tendril).contextRouter().registerService('slow', {
@@ -664,6 +754,49 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     );
     release.open();
     assert.deepEqual(await flood, { done: 11, ERR_TENDRIL_SERVICE_BUSY: 1989 });
+  });
+
+  test("a busy service's waiting calls are held encoded: many tiny objects cost the master about their bytes, charged to the caller", async (t) => {
+    const release = gatedTaker(router, 'hoard', { policy: 'any', concurrency: 1 });
+    const arrived = countArrivals(router);
+    // 20,000 empty maps: 20 KB encoded, about 40 times that decoded.
+    const frame = frameBytes(
+      { dst: 0, src: hostile.id, handle: CALL_SERVICE_HANDLE },
+      encode(['hoard', 'take', [Array.from({ length: 20_000 }, () => ({}))]]),
+    );
+    const calls = 400;
+    const encoded = calls * frame.length;
+    const before = heldAfterGc();
+    await hostile.call(writeBytes, frame, calls);
+    await waitFor(() => arrived() === calls, 60_000);
+    const held = heldAfterGc() - before;
+    t.diagnostic(`${mib(held)} held for ${mib(encoded)} of waiting arguments`);
+    assert.ok(held < 2 * encoded + 16 * MiB, `${mib(held)} held for ${mib(encoded)} of waiting arguments`);
+    // Each waiting call's bytes, and ITEM_OVERHEAD, are on the caller's account until its turn.
+    const account = () => switchOf(router).holdings.snapshot().get(hostile.id) ?? 0;
+    assert.ok(account() >= (calls - 1) * (frame.length - HEADER_SIZE + ITEM_OVERHEAD), `${account()} bytes charged`);
+    release.open();
+    await waitFor(() => release.ran() === calls, 60_000);
+    assert.equal(account(), 0);
+    router.unregisterService('hoard');
+  });
+
+  test('a waiting call holds its own bytes only, not the read buffer it arrived in', async (t) => {
+    const release = gatedTaker(router, 'sparse', { policy: 'any', concurrency: 1 });
+    const arrived = countArrivals(router);
+    // Each small call rides with 60 KiB for a handle nobody listens on, so that it shares a read buffer with little else.
+    const call = frameBytes({ dst: 0, src: hostile.id, handle: CALL_SERVICE_HANDLE }, encode(['sparse', 'take', [1]]));
+    const filler = frameBytes({ dst: 0, src: hostile.id, handle: 999_999 }, Buffer.alloc(60 * 1024));
+    const calls = 1000;
+    const before = heldAfterGc();
+    await hostile.call(writeBytes, Buffer.concat([call, filler]), calls);
+    await waitFor(() => arrived() === calls, 60_000);
+    const held = heldAfterGc() - before;
+    t.diagnostic(`${mib(held)} held for ${calls} waiting calls of ${call.length} bytes`);
+    assert.ok(held < 16 * MiB, `${mib(held)} held for ${calls} waiting calls of ${call.length} bytes`);
+    release.open();
+    await waitFor(() => release.ran() === calls, 60_000);
+    router.unregisterService('sparse');
   });
 });
 

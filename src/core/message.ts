@@ -65,8 +65,8 @@ export class Message implements MessageHeader {
   replyTo: number;
   /** Bit set of `FLAG_*`. */
   flags: number;
-  /** The payload bytes, exactly as carried on the wire. */
-  readonly data: Uint8Array;
+  /** The payload bytes, exactly as carried on the wire (see `data`). */
+  private payload: Uint8Array;
   private decoded: { value: unknown; references: unknown[] } | undefined;
 
   /**
@@ -80,7 +80,12 @@ export class Message implements MessageHeader {
     this.handle = header.handle;
     this.replyTo = header.replyTo;
     this.flags = header.flags;
-    this.data = data;
+    this.payload = data;
+  }
+
+  /** The payload bytes, exactly as carried on the wire. */
+  get data(): Uint8Array {
+    return this.payload;
   }
 
   /**
@@ -132,6 +137,23 @@ export class Message implements MessageHeader {
       }
     }
     return this.decoded.value;
+  }
+
+  /**
+   * Lets go of the decoded payload, and of the Senders and Channels made
+   * with it: a message kept a while before its use (a service call waiting
+   * for its turn) then holds only its bytes, which is what was counted; a
+   * decoded payload can take tens of times more (many small objects). The
+   * next `unpack()` decodes it again and makes new references, which
+   * `references` then lists, so cleanup reaches the ones really used. Only
+   * for a message whose references nobody has used yet. A payload that is
+   * a small view into a larger buffer (the read it arrived in) is copied,
+   * so that the message no longer keeps that buffer alive.
+   */
+  forget(): void {
+    this.decoded = undefined;
+    const bytes = this.payload;
+    if (bytes.byteLength * 2 < bytes.buffer.byteLength) this.payload = Buffer.from(bytes);
   }
 
   /** The Senders and Channels `unpack()` made from the payload (none before it ran). */

@@ -134,16 +134,22 @@ export interface ServiceOptions<S = unknown> {
    */
   maxQueued?: number;
   /**
-   * Bytes of arguments (as they arrived, encoded) the waiting calls may
-   * hold at most; past it, a call that would wait is refused as busy
-   * (`ERR_TENDRIL_SERVICE_BUSY`). Default 64 MiB.
+   * Bytes of arguments the waiting calls may hold at most; past it, a call
+   * that would wait is refused as busy (`ERR_TENDRIL_SERVICE_BUSY`).
+   * Default 64 MiB. A waiting call holds its arguments encoded, as they
+   * arrived (they are decoded again when its turn comes), so this bounds
+   * what the queue really holds. Each waiting call is also charged to its
+   * caller's account (`maxHeldBytes` of the Router), and refused as busy
+   * past it.
    */
   maxQueuedBytes?: number;
   /**
    * Checks of the arguments, by method, run before the call is queued: a
    * check that throws refuses the call with a `ServiceError` of code
    * `ERR_TENDRIL_SERVICE_ARGUMENTS` carrying its message. Arguments come
-   * from another context: check what the method relies on.
+   * from another context: check what the method relies on. A check must
+   * not keep the arguments or use their Senders: a call that waits holds
+   * them encoded, and decodes them again when its turn comes.
    */
   validate?: { [M in ServiceMethods<S>]?: (args: unknown[]) => void };
 }

@@ -35,6 +35,26 @@ export interface CancellationOptions {
   grace?: number | undefined;
 }
 
+/**
+ * How `settle()` ends an operation that reports a stop in its own terms
+ * (a command: a `CommandError` carrying its result, saying it timed out or
+ * was aborted) rather than with the stop's reason.
+ */
+export interface SettleOptions<T> {
+  /**
+   * Called when `abandon` fires before `work` has settled: the operation
+   * settles with what it returns (or throws) instead of rejecting with the
+   * stop's reason. Default: reject with the reason.
+   */
+  abandoned?: () => T | PromiseLike<T>;
+  /**
+   * Keep `work`'s own failure after the stop instead of replacing it with
+   * the stop's reason: for work whose errors already say it was stopped.
+   * Default false.
+   */
+  keepFailure?: boolean;
+}
+
 /** One operation's stop: see the file's comment. */
 export class Cancellation {
   /** Fires when the operation is to stop: the caller's signal aborted or its timeout passed. */
@@ -90,8 +110,10 @@ export class Cancellation {
    * with that reason there and then (`work`'s own outcome, when it comes,
    * is ignored). Work that succeeds despite the stop resolves: it was done.
    * Settling disposes of the timers and the listener on the caller's signal.
+   * @param options to settle in the operation's own terms instead (see `SettleOptions`).
    */
-  settle<T>(work: Promise<T>): Promise<T> {
+  settle<T>(work: Promise<T>, options: SettleOptions<T> = {}): Promise<T> {
+    const { abandoned, keepFailure = false } = options;
     return new Promise<T>((resolve, reject) => {
       let done = false;
       const finish = (outcome: () => void) => {
@@ -101,12 +123,20 @@ export class Cancellation {
         this.dispose();
         outcome();
       };
-      const onAbandon = () => finish(() => reject(this.reason));
+      const onAbandon = () =>
+        finish(() => {
+          if (!abandoned) return reject(this.reason);
+          try {
+            resolve(abandoned());
+          } catch (error) {
+            reject(error);
+          }
+        });
       if (this.abandon.aborted) return onAbandon();
       this.abandon.addEventListener('abort', onAbandon, { once: true });
       work.then(
         (value) => finish(() => resolve(value)),
-        (error: unknown) => finish(() => reject(this.signal.aborted ? this.reason : error)),
+        (error: unknown) => finish(() => reject(this.signal.aborted && !keepFailure ? this.reason : error)),
       );
     });
   }

@@ -46,3 +46,12 @@ export async function waitFor(condition: () => boolean, ms = 3000): Promise<void
     await sleep(10);
   }
 }
+
+/** `promise`, or a rejection if it is still pending after `ms` (so a hang fails the test instead of stalling it). */
+export function withLimit<T>(promise: PromiseLike<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const limit = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`still pending after ${ms} ms`)), ms);
+  });
+  return Promise.race([Promise.resolve(promise), limit]).finally(() => clearTimeout(timer));
+}

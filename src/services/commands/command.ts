@@ -1,10 +1,13 @@
 import { StringDecoder } from 'node:string_decoder';
 import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, type Context, routerOf } from '../../core/context.js';
-import { ChannelError, ProtocolError } from '../../core/errors.js';
+import { ChannelError, HeldBytesError, ProtocolError } from '../../core/errors.js';
+import type { Holding } from '../../core/holdings.js';
 import { SENDER_CLOSED } from '../../core/send-window.js';
 import { CALL_SETTLED } from '../../core/sender.js';
+import { Cancellation } from '../cancellation.js';
 import { CommandError } from './errors.js';
+import { KeptOutput } from './kept.js';
 import { LineSplitter, stripFinalNewline } from './lines.js';
 import { type CheckedOptions, type OutputStream, signalName } from './options.js';
 import {
@@ -29,10 +32,17 @@ const OUTPUT_WINDOW = { messages: 64, bytes: 1024 * 1024 };
 const INPUT_WINDOW = { messages: 16, bytes: 1024 * 1024 };
 /**
  * How long past its deadline (`timeout` plus `forceKillAfterDelay`, or an
- * abort plus `forceKillAfterDelay`) the master waits for a command to end
- * before it gives up on the context's word, in ms.
+ * abort, or the master's own kill past `maxBuffer` or `maxHeldBytes`, plus
+ * `forceKillAfterDelay`) the master waits for a command to end before it
+ * gives up on the context's word, in ms.
  */
 export const BACKSTOP_GRACE = 5000;
+
+/** Why the master stopped waiting for a command to end by itself. */
+type Stop = 'timeout' | 'abort' | 'maxBuffer' | 'maxHeldBytes' | 'failure';
+
+/** Longest part of a command line named in what its output holds. */
+const HELD_COMMAND_TEXT = 200;
 
 type Fd = typeof STDOUT | typeof STDERR;
 const STREAM_NAMES: Record<Fd, OutputStream> = { [STDOUT]: 'stdout', [STDERR]: 'stderr' };
@@ -222,13 +232,18 @@ function isOutcome(value: unknown): value is RemoteOutcome {
  * context, where the command then blocks on its full pipe. Iterators
  * attached right after `exec()` (in the same tick) see all of the output;
  * one attached later sees it from then on. Leave a loop with `break` to
- * detach.
+ * detach. Output a reader has taken, or that `maxBuffer` discards, is not
+ * held here any more: only the output kept for the result is, and it is
+ * charged to the account of the child the context is reached through
+ * (`maxHeldBytes` of the Router).
  *
  * So an attached reader paces the command: read it to the end, or break
  * out of it (or call its `return()`). One that is attached and never read
  * holds the command, and its result, back for ever; with a `timeout` or a
  * `signal`, the master gives up `forceKillAfterDelay` plus 5 s after the
  * deadline or the abort and rejects (as when the context stops answering).
+ * It does the same after it kills the command itself (output past
+ * `maxBuffer` or `maxHeldBytes`, an `onOutput` that threw).
  *
  * A failing command whose promise nobody awaits is not an unhandled
  * rejection.
@@ -243,14 +258,20 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
   private readonly options: CheckedOptions;
   private readonly result: Promise<CommandResult<T>>;
   private readonly channel: Channel<Control, OutputChunk> | undefined;
+  /** Bounds how long the master waits for the command once it is to stop (see `BACKSTOP_GRACE`). */
+  private readonly cancellation: Cancellation | undefined;
+  /** The output kept for the result, on the account of the child the context is reached through. */
+  private readonly holding: Holding | undefined;
   private readonly feeds = new Set<Feed<unknown>>();
-  private readonly kept: Record<Fd, Buffer[]> = { [STDOUT]: [], [STDERR]: [] };
-  private readonly keptBytes: Record<Fd, number> = { [STDOUT]: 0, [STDERR]: 0 };
+  private readonly kept: Record<Fd, KeptOutput> = { [STDOUT]: new KeptOutput(), [STDERR]: new KeptOutput() };
   private readonly liveLines: Record<Fd, LineSplitter> | undefined;
-  private overflowed: OutputStream | undefined;
+  /** Set when the master stopped keeping output: past `maxBuffer` on `stream`, or past the account (`held`). */
+  private overflowed: { stream: OutputStream; held?: HeldBytesError } | undefined;
   private canceled = false;
   /** An error of ours or the caller's (an onOutput that threw, a bad input stream) that ends the command. */
   private failure: unknown;
+  /** What stopped the command first, when something did. */
+  private stoppedBy: Stop | undefined;
   private finished = false;
   private pumpEnded = false;
   private pumpError: unknown;
@@ -258,9 +279,13 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
   private readonly started = Date.now();
   /** Set once the master has given up waiting on the context (see `BACKSTOP_GRACE`). */
   private gaveUp = false;
-  /** Resolves when the master gives up: the pump stops waiting on its readers. */
-  private readonly halted: Promise<void>;
-  private halt: () => void = () => {};
+  /**
+   * Ends the pump's wait on its readers, once, when the master gives up.
+   * A slot, not a long-lived promise raced against each wait: a race keeps
+   * every value it settled with reachable for as long as such a promise is
+   * pending, which is every chunk of the output.
+   */
+  private wakePump: (() => void) | undefined;
 
   /** Made by `context.exec()`. */
   constructor(context: Context, file: string, args: readonly string[], options: CheckedOptions) {
@@ -268,9 +293,6 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     this.command = commandLine(file, args);
     this.options = options;
     this.liveLines = options.onOutput ? { [STDOUT]: new LineSplitter(), [STDERR]: new LineSplitter() } : undefined;
-    this.halted = new Promise((resolve) => {
-      this.halt = resolve;
-    });
     const { signal } = options;
     if (signal?.aborted) {
       // Never started: nothing to kill, nothing to read.
@@ -291,6 +313,9 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
       const router = routerOf(context);
       const channel = new Channel<Control, OutputChunk>(router, { highWaterMark: OUTPUT_WINDOW });
       this.channel = channel;
+      const shown =
+        this.command.length > HELD_COMMAND_TEXT ? `${this.command.slice(0, HELD_COMMAND_TEXT)}...` : this.command;
+      this.holding = options.buffer ? router.holding(context.id, `the output of exec ${shown}`) : undefined;
       const { input } = options;
       let inputChannel: Channel<Uint8Array, never> | undefined;
       let whole: Buffer | undefined;
@@ -315,41 +340,39 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
         killSignal: options.killSignal,
         forceKillAfterDelay: options.forceKillAfterDelay,
       };
-      // Ends the call's wait when the master gives up on the context.
-      const release = new AbortController();
-      const call = context[CALL_SERVICE](
-        'exec',
-        inputChannel ? [request, channel.otherEnd(), inputChannel.otherEnd()] : [request, channel.otherEnd()],
-        { signal: release.signal },
-        `exec ${this.command}`,
-      );
-      // The master's own bound: the timeout and kills run in the context,
-      // and a context that stops answering (or a reader that stops reading)
-      // must not hold the command for ever once its deadline has passed.
-      let backstop: ReturnType<typeof setTimeout> | undefined;
-      let outcomeArrived = false;
-      let backstopAt = Number.POSITIVE_INFINITY;
-      let giveUp: (result: Promise<CommandResult<T>>) => void = () => {};
-      const abandoned = new Promise<CommandResult<T>>((resolve) => {
-        giveUp = resolve;
+      // The timeout and the kills run in the context; the master's own
+      // bound is that a context that stops answering (or a reader that
+      // stops reading) cannot hold the command for ever once it is to stop.
+      const cancellation = new Cancellation({
+        signal,
+        timeout: options.timeout,
+        what: `exec ${this.command}`,
+        contextName: context.name,
+        grace: (options.forceKillAfterDelay ?? 0) + BACKSTOP_GRACE,
       });
-      const arm = (cause: 'timeout' | 'abort', after: number) => {
-        const at = Date.now() + after;
-        if (this.finished || at >= backstopAt) return;
-        backstopAt = at;
-        if (backstop) clearTimeout(backstop);
-        backstop = setTimeout(() => giveUp(this.abandon(cause, after, outcomeArrived)), after);
-        // Unref'd: while the call is in flight the router keeps the process alive.
-        backstop.unref?.();
-      };
-      const force = options.forceKillAfterDelay ?? 0;
-      if (options.timeout !== undefined) arm('timeout', options.timeout + force + BACKSTOP_GRACE);
+      this.cancellation = cancellation;
+      cancellation.signal.addEventListener(
+        'abort',
+        () => {
+          // Else the master stopped it itself and said why first.
+          this.stoppedBy ??= signal?.aborted ? 'abort' : 'timeout';
+        },
+        { once: true },
+      );
+      // An abort kills the group whatever stopped the command before.
       const onAbort = () => {
         this.canceled = true;
         this.killGroup(options.killSignal);
-        arm('abort', force + BACKSTOP_GRACE);
       };
       signal?.addEventListener('abort', onAbort, { once: true });
+      let outcomeArrived = false;
+      const call = context[CALL_SERVICE](
+        'exec',
+        inputChannel ? [request, channel.otherEnd(), inputChannel.otherEnd()] : [request, channel.otherEnd()],
+        // Ends the call's wait when the master gives up on the context.
+        { signal: cancellation.abandon },
+        `exec ${this.command}`,
+      );
       if (inputChannel && input !== undefined) {
         void this.feedInput(inputChannel, typeof input === 'string' ? Buffer.from(input) : input);
       }
@@ -363,21 +386,22 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
       const pumped = this.pump(channel, outcome);
       const concluded = Promise.all([outcome, pumped]).then(([value]) => this.conclude(value));
       concluded.catch(() => {});
-      this.result = Promise.race([concluded, abandoned]).finally(() => {
-        this.finished = true;
-        if (backstop) clearTimeout(backstop);
-        signal?.removeEventListener('abort', onAbort);
-        if (this.gaveUp || !this.pumpEnded) {
-          // Given up on, or the context's answer was malformed: release the
-          // call, both directions of the channels and the readers, now.
-          this.halt();
-          release.abort();
-          channel[CALL_SETTLED]();
-          inputChannel?.[CALL_SETTLED]();
-        }
-        channel.close();
-        inputChannel?.close();
-      });
+      this.result = cancellation
+        .settle(concluded, { keepFailure: true, abandoned: () => this.abandon(outcomeArrived) })
+        .finally(() => {
+          this.finished = true;
+          this.holding?.close();
+          signal?.removeEventListener('abort', onAbort);
+          if (this.gaveUp || !this.pumpEnded) {
+            // Given up on, or the context's answer was malformed: release the
+            // call, both directions of the channels and the readers, now.
+            this.halt();
+            channel[CALL_SETTLED]();
+            inputChannel?.[CALL_SETTLED]();
+          }
+          channel.close();
+          inputChannel?.close();
+        });
     }
     this.result.catch(() => {});
   }
@@ -486,26 +510,46 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
   }
 
   /**
+   * The master stops the command itself (`why`): kills its group and, as
+   * for an abort, waits at most `forceKillAfterDelay` plus 5 s for its end.
+   */
+  private stop(why: Stop, signal: string): void {
+    this.stoppedBy ??= why;
+    this.killGroup(signal);
+    this.cancellation?.cancel(why);
+  }
+
+  /** The master gives up on the context: the pump stops waiting on its readers. */
+  private halt(): void {
+    this.gaveUp = true;
+    const wake = this.wakePump;
+    this.wakePump = undefined;
+    wake?.();
+  }
+
+  /**
    * Reads the output off the channel, handing each chunk to the buffer,
    * `onOutput` and every attached reader. It ends once it has read as many
    * chunks as the outcome says were sent (they travel ahead of it), without
    * waiting for the channel's close, which follows the outcome: over ssh
    * that would be one more small write held back by Nagle's algorithm.
+   *
+   * Nothing long-lived is raced against a read: each wait is a promise of
+   * its own, and the outcome wakes the one waiting through a slot, so a
+   * chunk is unreachable here once it has been handed on.
    */
   private async pump(channel: Channel<Control, OutputChunk>, outcome: Promise<RemoteOutcome>): Promise<void> {
     let expected: number | undefined;
-    const known = outcome.then(
-      (value) => {
-        expected = typeof value.chunks === 'number' ? value.chunks : undefined;
-      },
-      () => {
-        // The call failed (the context went away): no count will come; the channel ends too.
-      },
-    );
     let arrived = false;
-    const whenArrived = known.then(() => {
+    let wake: (() => void) | undefined;
+    const onOutcome = () => {
       arrived = true;
-    });
+      wake?.();
+    };
+    outcome.then((value) => {
+      expected = typeof value.chunks === 'number' ? value.chunks : undefined;
+      onOutcome();
+    }, onOutcome); // The call failed (the context went away): no count will come; the channel ends too.
     let received = 0;
     let pending: Promise<{ value: unknown } | { error: unknown }> | undefined;
     try {
@@ -515,8 +559,15 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
           (value) => ({ value }),
           (error: unknown) => ({ error }),
         );
+        const read = pending;
         // Until the outcome is in, it may end the wait; after, only the channel can.
-        const step = arrived ? await pending : await Promise.race([pending, whenArrived]);
+        const step = arrived
+          ? await read
+          : await new Promise<{ value: unknown } | { error: unknown } | undefined>((resolve) => {
+              wake = () => resolve(undefined);
+              read.then(resolve);
+            });
+        wake = undefined;
         if (step === undefined) continue;
         pending = undefined;
         if ('error' in step) {
@@ -527,7 +578,10 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
         await this.take(step.value);
         if (this.gaveUp) return;
       }
-      for (const chunk of (await outcome.catch(() => undefined))?.tail ?? []) await this.take(chunk);
+      for (const chunk of (await outcome.catch(() => undefined))?.tail ?? []) {
+        await this.take(chunk);
+        if (this.gaveUp) return;
+      }
       if (this.liveLines) {
         this.tell(STDOUT, this.liveLines[STDOUT].end());
         this.tell(STDERR, this.liveLines[STDERR].end());
@@ -535,7 +589,7 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     } catch (error) {
       this.pumpError ??= error;
       this.failure ??= error;
-      this.killGroup('SIGKILL');
+      this.stop('failure', 'SIGKILL');
     } finally {
       this.pumpEnded = true;
       for (const feed of this.feeds) feed.end(this.pumpError);
@@ -557,22 +611,37 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     const feeds = [...this.feeds];
     for (const feed of feeds) feed.push(fd, chunk);
     const waiting = feeds.filter((feed) => feed.busy);
-    if (waiting.length > 0) await Promise.race([Promise.all(waiting.map((feed) => feed.idle())), this.halted]);
+    if (waiting.length === 0 || this.gaveUp) return;
+    await new Promise<void>((resolve) => {
+      this.wakePump = resolve;
+      void Promise.all(waiting.map((feed) => feed.idle())).then(() => resolve());
+    });
+    this.wakePump = undefined;
   }
 
-  /** Keeps a chunk for the result, up to `maxBuffer` per stream; past it, kills the command. */
+  /**
+   * Keeps a chunk for the result, up to `maxBuffer` per stream and what the
+   * child's account allows (charged as it is allocated); past either, kills
+   * the command and keeps no more.
+   */
   private keep(fd: Fd, chunk: Buffer): void {
-    if (!this.options.buffer || this.overflowed) return;
-    const room = this.options.maxBuffer - this.keptBytes[fd];
-    if (chunk.length <= room) {
-      this.kept[fd].push(chunk);
-      this.keptBytes[fd] += chunk.length;
+    if (!this.options.buffer || this.overflowed || this.gaveUp) return;
+    const kept = this.kept[fd];
+    const room = this.options.maxBuffer - kept.bytes;
+    const part = chunk.length <= room ? chunk : chunk.subarray(0, room);
+    try {
+      this.holding?.add(kept.allocation(part.length));
+    } catch (error) {
+      if (!(error instanceof HeldBytesError)) throw error;
+      this.overflowed = { stream: STREAM_NAMES[fd], held: error };
+      this.stop('maxHeldBytes', this.options.killSignal);
       return;
     }
-    this.kept[fd].push(chunk.subarray(0, room));
-    this.keptBytes[fd] += room;
-    this.overflowed = STREAM_NAMES[fd];
-    this.killGroup(this.options.killSignal);
+    kept.push(part);
+    if (part !== chunk) {
+      this.overflowed = { stream: STREAM_NAMES[fd] };
+      this.stop('maxBuffer', this.options.killSignal);
+    }
   }
 
   private tell(fd: Fd, lines: string[]): void {
@@ -584,7 +653,7 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
       } catch (error) {
         // The caller's logger failed: stop the command rather than run on unlogged.
         this.failure = error;
-        this.killGroup(this.options.killSignal);
+        this.stop('failure', this.options.killSignal);
         return;
       }
     }
@@ -597,17 +666,33 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
       // The command stopped reading (it exited; the channel closed with it), or the stream failed.
       if (!this.finished && !(error instanceof Error && error.name === 'ChannelError')) {
         this.failure ??= error;
-        this.killGroup(this.options.killSignal);
+        this.stop('failure', this.options.killSignal);
       }
     } finally {
       channel.close();
     }
   }
 
+  /** The output kept for the result, let go of here: the result holds it from now on. */
   private output(fd: Fd): T {
-    const bytes = Buffer.concat(this.kept[fd]);
+    const bytes = this.kept[fd].take();
     const value = (this.options.encoding === 'buffer' ? bytes : bytes.toString('utf8')) as T;
     return this.options.stripFinalNewline ? stripFinalNewline(value) : value;
+  }
+
+  /** What the result says of output the master stopped keeping, for the message. */
+  private overflowText(): string {
+    const overflowed = this.overflowed as NonNullable<typeof this.overflowed>;
+    const { held } = overflowed;
+    if (!held) return `wrote more than maxBuffer (${this.options.maxBuffer} bytes) on ${overflowed.stream}`;
+    return `its output kept for the result passed what context '${held.contextName}' (id ${held.contextId}) may make '${routerOf(this.context).name}' hold (maxHeldBytes, ${held.maxHeldBytes} bytes, shared with everything that context and those behind it make it hold)`;
+  }
+
+  /** What to do about output the master stopped keeping. */
+  private overflowAdvice(): string {
+    return this.overflowed?.held
+      ? "read the output as it comes with buffer: false, lower maxBuffer, or raise the Router's maxHeldBytes"
+      : 'raise maxBuffer, or read the output as it comes with buffer: false';
   }
 
   /** Makes the result, or the error, from how the command ended. */
@@ -625,7 +710,7 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
       failed: false,
       timedOut: outcome.timedOut,
       isCanceled: this.canceled,
-      isMaxBuffer: this.overflowed !== undefined,
+      isMaxBuffer: this.overflowed !== undefined && !this.overflowed.held,
     };
     let how: string | undefined;
     let advice = '';
@@ -643,8 +728,8 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     } else if (result.isCanceled) {
       how = outcome.pid === undefined ? 'aborted before it started' : `was aborted (its signal fired)${signalled}`;
     } else if (this.overflowed) {
-      how = `wrote more than maxBuffer (${options.maxBuffer} bytes) on ${this.overflowed}${signalled}`;
-      advice = 'raise maxBuffer, or read the output as it comes with buffer: false';
+      how = `${this.overflowText()}${signalled}`;
+      advice = this.overflowAdvice();
     } else if (killed) {
       how = `was killed by signal ${killed}`;
     } else if (outcome.exitCode !== 0) {
@@ -658,18 +743,19 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
   private failed(result: CommandResult<T>, how: string, advice: string): CommandResult<T> {
     result.failed = true;
     if (!this.options.reject) return result;
-    throw new CommandError<T>(result, this.context.name, how, advice);
+    throw new CommandError<T>(result, this.context.name, how, advice, { cause: this.overflowed?.held });
   }
 
   /**
-   * The master gives up on the command `after` ms past its timeout or
-   * abort: it tells the context to SIGKILL the group (if it still listens),
-   * ends the readers with the error, and settles with what it has.
+   * The master gives up on the command `forceKillAfterDelay` plus
+   * `BACKSTOP_GRACE` ms after it was to stop (`stoppedBy`): it tells the
+   * context to SIGKILL the group (if it still listens), ends the readers
+   * with the error, and settles with what it has.
    * @param arrived whether the context's outcome came (then only a reader held it back).
    */
-  private abandon(cause: 'timeout' | 'abort', after: number, arrived: boolean): Promise<CommandResult<T>> {
-    this.gaveUp = true;
+  private abandon(arrived: boolean): Promise<CommandResult<T>> {
     this.killGroup('SIGKILL');
+    const cause = this.stoppedBy ?? 'abort';
     const result: CommandResult<T> = {
       command: this.command,
       stdout: this.output(STDOUT),
@@ -680,22 +766,34 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
       failed: true,
       timedOut: cause === 'timeout',
       isCanceled: this.canceled,
-      isMaxBuffer: this.overflowed !== undefined,
+      isMaxBuffer: this.overflowed !== undefined && !this.overflowed.held,
     };
-    const waited = cause === 'timeout' ? after - (this.options.timeout as number) : after;
-    const why = arrived
-      ? `its output was still unread ${waited} ms later`
-      : `the context did not report its end within ${waited} ms more`;
-    const how =
-      cause === 'timeout' ? `timed out after ${this.options.timeout} ms, and ${why}` : `was aborted, and ${why}`;
-    const advice =
-      'a reader of its output (command.lines(), stdout or stderr) that stopped reading holds it back: read it to the end or break out of the loop' +
-      (arrived ? '' : '; else the context is unresponsive');
-    const error = new CommandError<T>(result, this.context.name, how, advice);
+    // An error of ours or the caller's ends it as it would have with the context's word.
+    const error = cause === 'failure' ? this.failure : this.abandoned(result, cause, arrived);
     this.pumpError = error;
     for (const feed of this.feeds) feed.end(error);
     this.feeds.clear();
     this.halt();
-    return this.options.reject ? Promise.reject(error) : Promise.resolve(result);
+    return this.options.reject || cause === 'failure' ? Promise.reject(error) : Promise.resolve(result);
+  }
+
+  /** The error of a command given up on after `cause`. */
+  private abandoned(result: CommandResult<T>, cause: Exclude<Stop, 'failure'>, arrived: boolean): CommandError<T> {
+    const waited = (this.options.forceKillAfterDelay ?? 0) + BACKSTOP_GRACE;
+    const why = arrived
+      ? `its output was still unread ${waited} ms later`
+      : `the context did not report its end within ${waited} ms more`;
+    const how =
+      cause === 'timeout'
+        ? `timed out after ${this.options.timeout} ms`
+        : cause === 'abort'
+          ? 'was aborted'
+          : this.overflowText();
+    const advice =
+      'a reader of its output (command.lines(), stdout or stderr) that stopped reading holds it back: read it to the end or break out of the loop' +
+      (arrived ? '' : '; else the context is unresponsive');
+    return new CommandError<T>(result, this.context.name, `${how}, and ${why}`, advice, {
+      cause: this.overflowed?.held,
+    });
   }
 }

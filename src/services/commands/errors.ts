@@ -6,8 +6,9 @@ const QUOTED_OUTPUT = 2000;
 
 /**
  * A command failed: it exited with a non-zero code, was killed by a
- * signal, timed out, was aborted, wrote more than `maxBuffer`, or could
- * not be started. Carries the whole result (its output included); the
+ * signal, timed out, was aborted, wrote more than `maxBuffer`, kept more
+ * output for its result than its child's `maxHeldBytes` account allows
+ * (`cause` is then the `HeldBytesError`), or could not be started. Carries the whole result (its output included); the
  * message names the context and the command, says how it ended and quotes
  * the end of its stderr (else stdout).
  */
@@ -28,12 +29,22 @@ export class CommandError<T extends string | Buffer = string | Buffer> extends T
    * @param contextName the context it ran in.
    * @param how how it ended, e.g. `'exit code 2'` or `'timed out after 100 ms and was killed with SIGTERM'`.
    * @param advice what to do, when there is something to say.
+   * @param options `cause`: the error behind the failure, if any (a
+   *   `HeldBytesError` when the output kept for the result passed
+   *   `maxHeldBytes`).
    */
-  constructor(result: CommandResult<T>, contextName: string, how: string, advice = '') {
+  constructor(
+    result: CommandResult<T>,
+    contextName: string,
+    how: string,
+    advice = '',
+    options: { cause?: unknown } = {},
+  ) {
     const output = tail(result.stderr) || tail(result.stdout);
     super(
       `command failed in context '${contextName}': ${shorten(result.command, 500)}: ${how}${advice ? `; ${advice}` : ''}${output ? `\n${output}` : ''}`,
       'ERR_TENDRIL_COMMAND',
+      options.cause === undefined ? undefined : { cause: options.cause },
     );
     this.result = result;
     this.command = result.command;

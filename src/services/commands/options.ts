@@ -50,25 +50,36 @@ export interface ExecOptions {
   /**
    * Kill the command's process group after this many ms (with
    * `killSignal`, then SIGKILL after `forceKillAfterDelay`); it then fails
-   * with `timedOut` set. Default: no limit.
+   * with `timedOut` set. Default: no limit. The kill runs in the context;
+   * if the command has not ended `forceKillAfterDelay` plus 5 s later, the
+   * master gives up on it and rejects all the same.
    */
   timeout?: number;
-  /** An AbortSignal that kills the command's process group; it then fails with `isCanceled` set. */
+  /**
+   * An AbortSignal that kills the command's process group; it then fails
+   * with `isCanceled` set, at the latest `forceKillAfterDelay` plus 5 s
+   * after the abort, whatever the context does.
+   */
   signal?: AbortSignal;
-  /** Signal used to kill on `timeout`, abort and `maxBuffer`. Default `'SIGTERM'`. */
+  /** Signal used to kill on `timeout`, abort, `maxBuffer` and `maxHeldBytes`. Default `'SIGTERM'`. */
   killSignal?: string;
   /** After a kill, send SIGKILL this many ms later if the group is still there; false never. Default 5000. */
   forceKillAfterDelay?: number | false;
   /**
    * Reject with `CommandError` when the command fails: a non-zero exit,
-   * killed by a signal, timed out, aborted, over `maxBuffer`, or not
-   * started. With false the command resolves with the result anyway
-   * (`failed` says which). Default true.
+   * killed by a signal, timed out, aborted, over `maxBuffer` or the
+   * context's `maxHeldBytes`, or not started. With false the command
+   * resolves with the result anyway (`failed` says which). Default true.
    */
   reject?: boolean;
   /**
    * Most bytes kept of each of stdout and stderr. Past it the command is
-   * killed and fails with `isMaxBuffer` set. Default 100 MB.
+   * killed and fails with `isMaxBuffer` set; what comes after is let go of.
+   * Default 100 MB. What is kept is also charged to the account of the
+   * child the context is reached through (the Router's `maxHeldBytes`,
+   * default 256 MiB, shared with everything that child makes the master
+   * hold): past it the command is killed and fails the same way, its
+   * `CommandError`'s `cause` a `HeldBytesError`.
    */
   maxBuffer?: number;
   /**

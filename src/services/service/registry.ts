@@ -4,7 +4,8 @@
  * runs in the master and, loaded from `tendril:services`, in a child.
  */
 import PQueue from 'p-queue';
-import { InvalidOptionError, ServiceError, type ServiceErrorCode } from '../../core/errors.js';
+import { HeldBytesError, InvalidOptionError, ServiceError, type ServiceErrorCode } from '../../core/errors.js';
+import { ITEM_OVERHEAD } from '../../core/holdings.js';
 import type { Message } from '../../core/message.js';
 import { integer, optionsObject, text } from '../../core/options.js';
 import { hasParentAuthority } from '../../core/policy.js';
@@ -167,24 +168,47 @@ export class ServiceRegistry implements ServiceRegistryApi {
         );
       }
     }
+    const { queue, implementation } = service;
+    // p-queue starts a call at once while fewer than `concurrency` run.
+    if (queue.pending < queue.concurrency) return queue.add(() => fn.apply(implementation, args));
+    return this.wait(service, name, method, fn, message);
+  }
+
+  /**
+   * Queues a call that must wait for its turn, or refuses it as busy. A
+   * waiting call holds its arguments encoded, as they came (`maxQueuedBytes`
+   * and the caller's account count those bytes, and a decoded value can be
+   * tens of times larger); they are decoded again when its turn comes. Kept
+   * apart from `dispatch`, so that no closure here keeps the decoded
+   * arguments alive.
+   */
+  private wait(service: Service, name: string, method: string, fn: Method, message: Message): Promise<unknown> {
     const { queue, maxQueued, maxQueuedBytes, implementation } = service;
     const bytes = message.data.length;
-    // Waiting calls only: those running are bounded by the concurrency already.
-    if (
-      queue.pending >= queue.concurrency &&
-      (queue.size >= maxQueued || service.queuedBytes + bytes > maxQueuedBytes)
-    ) {
-      throw this.error(
-        'ERR_TENDRIL_SERVICE_BUSY',
-        name,
-        method,
-        message,
+    const busy = (text: string) => this.error('ERR_TENDRIL_SERVICE_BUSY', name, method, message, text);
+    if (queue.size >= maxQueued || service.queuedBytes + bytes > maxQueuedBytes) {
+      throw busy(
         `service '${name}' in context '${this.router.name}' is busy: ${queue.pending} calls running and ${queue.size} waiting with ${service.queuedBytes} bytes of arguments (its maxQueued is ${maxQueued}, its maxQueuedBytes ${maxQueuedBytes}); try again later, or raise its concurrency or those limits`,
       );
     }
+    const holding = this.router.holding(
+      message.src,
+      `the arguments of a call to ${method}() of service '${name}' waiting its turn`,
+    );
+    try {
+      holding.add(bytes + ITEM_OVERHEAD);
+    } catch (error) {
+      if (!(error instanceof HeldBytesError)) throw error;
+      throw busy(
+        `service '${name}' in context '${this.router.name}' is busy, and ${this.callerText(message)} with the contexts behind it already makes '${this.router.name}' hold ${error.heldBytes} bytes (its maxHeldBytes is ${error.maxHeldBytes}): this call cannot wait for its turn; try again later, or raise the Router's maxHeldBytes option`,
+      );
+    }
     service.queuedBytes += bytes;
+    message.forget();
     return queue.add(() => {
       service.queuedBytes -= bytes;
+      holding.close();
+      const [, , args] = message.unpack(this.router) as ServiceRequest;
       return fn.apply(implementation, args);
     });
   }
