@@ -193,7 +193,9 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
       const running = operation(controller.signal);
       await sleep(300);
       controller.abort();
+      const aborted = Date.now();
       const outcome = await within(running, SETTLES_WITHIN);
+      console.log(`${name} settled ${Date.now() - aborted} ms after the abort`);
       assert.notEqual(outcome, 'pending', `${name} still pending ${SETTLES_WITHIN} ms after the abort`);
       assert.ok('error' in (outcome as object), `${name} did not reject`);
       assert.equal(

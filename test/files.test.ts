@@ -158,6 +158,44 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
     assertSameTree(join(scratch, 'tree.back'));
   });
 
+  test('a fetch takes a file unless asked for a tree; a tree lands at a new path or under its own name, and merges into a directory there only with merge: true', async () => {
+    const site = join(scratch, 'site');
+    mkdirSync(join(site, 'css'), { recursive: true });
+    writeFileSync(join(site, 'index.html'), 'v1');
+    writeFileSync(join(site, 'css', 'main.css'), 'h1 {}');
+    await assert.rejects(child.fetch(site, join(scratch, 'site.file')), (error: FileTransferError) => {
+      assert.equal(error.code, 'EISDIR');
+      assert.equal(error.contextName, 'files-worker');
+      assert.match(error.message, /recursive/);
+      return true;
+    });
+    assert.equal(existsSync(join(scratch, 'site.file')), false);
+    // Nothing there: the tree is the new path.
+    await child.fetch(site, join(scratch, 'site.new'), { recursive: true });
+    assert.deepEqual(readdirSync(join(scratch, 'site.new')).sort(), ['css', 'index.html']);
+    // An existing directory: the tree goes in it, under the name of the path fetched.
+    const backups = join(scratch, 'backups');
+    mkdirSync(backups);
+    const result = await child.fetch(site, backups, { recursive: true });
+    assert.deepEqual([result.files, result.directories], [2, 2]);
+    assert.deepEqual(readdirSync(backups), ['site']);
+    assert.equal(readFileSync(join(backups, 'site', 'index.html'), 'utf8'), 'v1');
+    // Again: it is there, and is not merged into unless asked; nothing is written.
+    writeFileSync(join(site, 'index.html'), 'v2');
+    writeFileSync(join(backups, 'site', 'mine'), 'kept');
+    await assert.rejects(child.fetch(site, `${backups}/`, { recursive: true }), (error: FileTransferError) => {
+      assert.equal(error.code, 'EEXIST');
+      assert.equal(error.path, join(backups, 'site'));
+      assert.match(error.message, /merge: true/);
+      return true;
+    });
+    assert.equal(readFileSync(join(backups, 'site', 'index.html'), 'utf8'), 'v1');
+    await child.fetch(site, backups, { recursive: true, merge: true });
+    assert.equal(readFileSync(join(backups, 'site', 'index.html'), 'utf8'), 'v2');
+    assert.equal(readFileSync(join(backups, 'site', 'mine'), 'utf8'), 'kept');
+    assert.deepEqual(temps(join(backups, 'site')), []);
+  });
+
   test('onProgress reports bytes, total and rate, the last time with everything', async () => {
     const source = join(scratch, 'progress.bin');
     randomFile(source, 24 * MiB);
@@ -468,16 +506,13 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
     for (const direction of ['copy', 'fetch'] as const) {
       const controller = new AbortController();
       const target = join(scratch, `aborted-${direction}`);
+      const abort = () => controller.abort();
+      // Mid-transfer: at the first progress report, or (a fast machine moves 64 MiB in less than its 200 ms) after 30 ms.
+      const early = setTimeout(abort, 30);
+      const options = { signal: controller.signal, onProgress: (p: TransferProgress) => p.bytes > 0 && abort() };
       const transfer =
-        direction === 'copy'
-          ? child.copy(source, target, {
-              signal: controller.signal,
-              onProgress: (p) => p.bytes > 0 && controller.abort(),
-            })
-          : child.fetch(source, target, {
-              signal: controller.signal,
-              onProgress: (p) => p.bytes > 0 && controller.abort(),
-            });
+        direction === 'copy' ? child.copy(source, target, options) : child.fetch(source, target, options);
+      transfer.finally(() => clearTimeout(early)).catch(() => undefined);
       await assert.rejects(transfer, (error: Error) => error.name === 'AbortError');
       assert.equal(existsSync(target), false);
       assert.deepEqual(temps(scratch), []);

@@ -315,12 +315,18 @@ export async function fetch(
     onBegin: progress.begin,
   };
   if (checked.mode !== undefined) sinkOptions.mode = checked.mode;
+  const receiving = receiveInto(channel[Symbol.asyncIterator](), localPath, core.name, sinkOptions);
+  // Once the sink has stopped (its input always ends: every way out closes the channel), it charges no more.
+  receiving.then(
+    () => holding.close(),
+    () => holding.close(),
+  );
   try {
     const result = await cancel.settle(
       (async () => {
         let counts: TransferCounts;
         try {
-          counts = await receiveInto(channel[Symbol.asyncIterator](), localPath, core.name, sinkOptions);
+          counts = await receiving;
         } catch (error) {
           // Tell the child, and wait (the grace at most) for its answer: it may say why the data stopped.
           cancel.fail(error);
@@ -333,7 +339,6 @@ export async function fetch(
     progress.finish(true);
     return result;
   } finally {
-    holding.close();
     progress.finish(false);
     unlisten();
   }
