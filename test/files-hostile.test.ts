@@ -65,6 +65,13 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
   let scratch: string;
   const spawned: Context[] = [];
 
+  /** Nothing on our side waits on a child any more: no call, receive or send in flight (each would keep the process alive). */
+  async function nothingInFlight(): Promise<void> {
+    await sleep(100);
+    const { inflight } = switchOf(router) as unknown as { inflight: number };
+    assert.equal(inflight, 0, 'calls, receives or sends still in flight');
+  }
+
   /** A fresh child (its impersonation does not leak into other tests). */
   async function child(name: string, via?: Context): Promise<Context> {
     const context = await router.local(via ? { name, via } : { name });
@@ -206,6 +213,7 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
     }
     assert.deepEqual(readdirSync(into), []);
     assert.deepEqual(temps(into), []);
+    await nothingInFlight();
   });
 
   test('a fetch whose child fails its call but keeps the channel open rejects with that failure', async () => {
@@ -242,6 +250,7 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
     const error = (outcome as { error: FileTransferError }).error;
     assert.ok(error instanceof FileTransferError, String(error));
     assert.equal(error.code, 'ERR_TENDRIL_HASH_MISMATCH');
+    await nothingInFlight();
   });
 
   test('a write stream destroyed while its child never answers closes within the grace', async () => {
@@ -256,6 +265,7 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
     const closed = new Promise<void>((resolve) => writable.once('close', resolve));
     writable.destroy(new Error('changed my mind'));
     assert.notEqual(await within(closed, SETTLES_WITHIN), 'pending', 'no close after destroy()');
+    await nothingInFlight();
   });
 
   test('repeated entries are refused: 16,000 repeats of one directory cost the master no memory', async () => {
@@ -393,5 +403,6 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
         .digest('hex'),
       sha256,
     );
+    await nothingInFlight();
   });
 });
