@@ -216,15 +216,25 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
     await nothingInFlight();
   });
 
-  test('a fetch whose child fails its call but keeps the channel open rejects with that failure', async () => {
+  test('a fetch or a read stream whose child fails its call but keeps the channel open rejects with that failure', async () => {
     const liar = await child('liar-throws');
     await impersonate(liar, 'filesSend', async function (this: Attacker) {
       throw new Error('no such luck');
     });
-    const outcome = await within(liar.fetch('/srv/file', join(scratch, 'never')), SETTLES_WITHIN);
-    assert.notEqual(outcome, 'pending', 'the fetch waits for ever');
-    assert.match(String((outcome as { error: Error }).error), /no such luck/);
+    const fetched = await within(liar.fetch('/srv/file', join(scratch, 'never')), SETTLES_WITHIN);
+    assert.notEqual(fetched, 'pending', 'the fetch waits for ever');
+    assert.match(String((fetched as { error: Error }).error), /no such luck/);
     assert.equal(existsSync(join(scratch, 'never')), false);
+    const read = pipeline(
+      liar.createReadStream('/srv/file'),
+      new Writable({
+        write: (_chunk, _encoding, callback) => callback(),
+      }),
+    );
+    const streamed = await within(read, SETTLES_WITHIN);
+    assert.notEqual(streamed, 'pending', 'the read stream waits for ever');
+    assert.match(String((streamed as { error: Error }).error), /no such luck/);
+    await nothingInFlight();
   });
 
   test('a read stream from a child that lies about the hash errors, even when the child keeps its call open', async () => {

@@ -154,7 +154,9 @@ export function createReadStream(context: Context, path: string): Readable {
     { signal: cancel.abandon },
     what,
   );
-  call.catch(() => undefined);
+  // The context's answer ends the stream: what it sent before is read, nothing after.
+  const stopReading = () => channel[CALL_SETTLED]();
+  call.then(stopReading, stopReading);
   const input = channel[Symbol.asyncIterator]();
   const hash = createHash('sha256');
   let bytes = 0;
