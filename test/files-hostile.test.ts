@@ -16,7 +16,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
+import { type Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -53,6 +53,11 @@ async function within<T>(promise: Promise<T>, ms: number): Promise<{ value: T } 
   } finally {
     stop.abort();
   }
+}
+
+/** Reads `stream` to its end, dropping what it gives. */
+function readAll(stream: Readable): Promise<void> {
+  return pipeline(stream, new Writable({ write: (_chunk, _encoding, callback) => callback() }));
 }
 
 /** Names in `dir` that look like a transfer's temporary files. */
@@ -225,13 +230,7 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
     assert.notEqual(fetched, 'pending', 'the fetch waits for ever');
     assert.match(String((fetched as { error: Error }).error), /no such luck/);
     assert.equal(existsSync(join(scratch, 'never')), false);
-    const read = pipeline(
-      liar.createReadStream('/srv/file'),
-      new Writable({
-        write: (_chunk, _encoding, callback) => callback(),
-      }),
-    );
-    const streamed = await within(read, SETTLES_WITHIN);
+    const streamed = await within(readAll(liar.createReadStream('/srv/file')), SETTLES_WITHIN);
     assert.notEqual(streamed, 'pending', 'the read stream waits for ever');
     assert.match(String((streamed as { error: Error }).error), /no such luck/);
     await nothingInFlight();
@@ -249,13 +248,7 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
       await channel.send({ t: 'end' }).catch(() => undefined);
       return this.never;
     });
-    const reading = pipeline(
-      liar.createReadStream('/srv/file'),
-      new Writable({
-        write: (_chunk, _encoding, callback) => callback(),
-      }),
-    );
-    const outcome = await within(reading, SETTLES_WITHIN);
+    const outcome = await within(readAll(liar.createReadStream('/srv/file')), SETTLES_WITHIN);
     assert.notEqual(outcome, 'pending', 'no error and no end');
     const error = (outcome as { error: FileTransferError }).error;
     assert.ok(error instanceof FileTransferError, String(error));
