@@ -27,6 +27,8 @@ import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Channel, type Context, FileTransferError, Router, type SshOptions, type TransferProgress } from 'tendril';
 import { CALL_SERVICE, fetchedFrom, receiveInto, type SinkOptions } from '#dist/internal.js';
 import { switchOf } from './support/internals.js';
@@ -35,6 +37,15 @@ import { waitFor } from './support/procs.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
 const MiB = 1024 * 1024;
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** The master's heap after a full GC, in bytes. */
+function heapAfterGc(): number {
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+}
 
 /** Resident set size of a local process, from /proc, in bytes. */
 function rssOf(pid: number): number {
@@ -143,8 +154,46 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
     writeFileSync(join(scratch, 'tree.copy', 'kept'), 'mine');
     await grandchild.copy(tree, join(scratch, 'tree.copy'));
     assert.equal(readFileSync(join(scratch, 'tree.copy', 'kept'), 'utf8'), 'mine', 'merged into, not replaced');
-    await grandchild.fetch(join(scratch, 'tree.copy'), join(scratch, 'tree.back'));
+    await grandchild.fetch(join(scratch, 'tree.copy'), join(scratch, 'tree.back'), { recursive: true });
     assertSameTree(join(scratch, 'tree.back'));
+  });
+
+  test('a fetch takes a file unless asked for a tree; a tree lands at a new path or under its own name, and merges into a directory there only with merge: true', async () => {
+    const site = join(scratch, 'site');
+    mkdirSync(join(site, 'css'), { recursive: true });
+    writeFileSync(join(site, 'index.html'), 'v1');
+    writeFileSync(join(site, 'css', 'main.css'), 'h1 {}');
+    await assert.rejects(child.fetch(site, join(scratch, 'site.file')), (error: FileTransferError) => {
+      assert.equal(error.code, 'EISDIR');
+      assert.equal(error.contextName, 'files-worker');
+      assert.match(error.message, /recursive/);
+      return true;
+    });
+    assert.equal(existsSync(join(scratch, 'site.file')), false);
+    // Nothing there: the tree is the new path.
+    await child.fetch(site, join(scratch, 'site.new'), { recursive: true });
+    assert.deepEqual(readdirSync(join(scratch, 'site.new')).sort(), ['css', 'index.html']);
+    // An existing directory: the tree goes in it, under the name of the path fetched.
+    const backups = join(scratch, 'backups');
+    mkdirSync(backups);
+    const result = await child.fetch(site, backups, { recursive: true });
+    assert.deepEqual([result.files, result.directories], [2, 2]);
+    assert.deepEqual(readdirSync(backups), ['site']);
+    assert.equal(readFileSync(join(backups, 'site', 'index.html'), 'utf8'), 'v1');
+    // Again: it is there, and is not merged into unless asked; nothing is written.
+    writeFileSync(join(site, 'index.html'), 'v2');
+    writeFileSync(join(backups, 'site', 'mine'), 'kept');
+    await assert.rejects(child.fetch(site, `${backups}/`, { recursive: true }), (error: FileTransferError) => {
+      assert.equal(error.code, 'EEXIST');
+      assert.equal(error.path, join(backups, 'site'));
+      assert.match(error.message, /merge: true/);
+      return true;
+    });
+    assert.equal(readFileSync(join(backups, 'site', 'index.html'), 'utf8'), 'v1');
+    await child.fetch(site, backups, { recursive: true, merge: true });
+    assert.equal(readFileSync(join(backups, 'site', 'index.html'), 'utf8'), 'v2');
+    assert.equal(readFileSync(join(backups, 'site', 'mine'), 'utf8'), 'kept');
+    assert.deepEqual(temps(join(backups, 'site')), []);
   });
 
   test('onProgress reports bytes, total and rate, the last time with everything', async () => {
@@ -351,8 +400,8 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
       { t: 'e', n: data.length, h: hash },
     ];
     /** Plays a hostile child answering `fetch(remotePath, into)`, through the options fetch gives its sink. */
-    const answer = (remotePath: string, into: string, values: unknown[]) =>
-      answerFromChild(values, into, fetchedFrom(remotePath, false));
+    const answer = (remotePath: string, into: string, values: unknown[], recursive = false) =>
+      answerFromChild(values, into, fetchedFrom(remotePath, { recursive }));
     // Asked for /etc/hostname into a directory, it names the file .bashrc (CVE-2019-6111's trick).
     const renamed = {
       t: 'begin',
@@ -368,25 +417,31 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
       (error: FileTransferError) => error.code === 'ERR_TENDRIL_BAD_ENTRY' && /\.bashrc/.test(error.message),
     );
     assert.deepEqual(readdirSync(home), []);
-    // A tree with setuid and world-writable modes, fetched into the existing home directory.
+    // A tree with setuid and world-writable modes, fetched into the existing home directory: it lands in home/x.
     const tree = { t: 'begin', kind: 'dir', name: 'x', files: 1, directories: 2, links: 0, bytes: data.length };
-    await answer('/srv/x', home, [
-      tree,
-      { t: 'd', p: '', m: 0o777, mt: 0 },
-      { t: 'd', p: 'sub', m: 0o777, mt: 0 },
-      ...fileEntry('sub/tool', 0o6777),
-      { t: 'end' },
-    ]);
+    await answer(
+      '/srv/x',
+      home,
+      [
+        tree,
+        { t: 'd', p: '', m: 0o777, mt: 0 },
+        { t: 'd', p: 'sub', m: 0o777, mt: 0 },
+        ...fileEntry('sub/tool', 0o6777),
+        { t: 'end' },
+      ],
+      true,
+    );
+    assert.deepEqual(readdirSync(home), ['x']);
     const umask = Number.parseInt(
       /^Umask:\s+([0-7]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '22',
       8,
     );
     assert.equal(
-      statSync(join(home, 'sub', 'tool')).mode & 0o7777,
+      statSync(join(home, 'x', 'sub', 'tool')).mode & 0o7777,
       0o777 & ~umask,
       'no setuid, setgid or sticky bit; the umask applies',
     );
-    assert.equal(statSync(join(home, 'sub')).mode & 0o7777, 0o777 & ~umask);
+    assert.equal(statSync(join(home, 'x', 'sub')).mode & 0o7777, 0o777 & ~umask);
     assert.equal(statSync(home).mode & 0o7777, 0o750, 'the directory fetched into keeps its mode');
     // Writing into it made its time now; the child's (0) was not applied.
     assert.ok(statSync(home).mtimeMs > 1_000_000_000, "it is not given the child's time");
@@ -451,16 +506,13 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
     for (const direction of ['copy', 'fetch'] as const) {
       const controller = new AbortController();
       const target = join(scratch, `aborted-${direction}`);
+      const abort = () => controller.abort();
+      // Mid-transfer: at the first progress report, or (a fast machine moves 64 MiB in less than its 200 ms) after 30 ms.
+      const early = setTimeout(abort, 30);
+      const options = { signal: controller.signal, onProgress: (p: TransferProgress) => p.bytes > 0 && abort() };
       const transfer =
-        direction === 'copy'
-          ? child.copy(source, target, {
-              signal: controller.signal,
-              onProgress: (p) => p.bytes > 0 && controller.abort(),
-            })
-          : child.fetch(source, target, {
-              signal: controller.signal,
-              onProgress: (p) => p.bytes > 0 && controller.abort(),
-            });
+        direction === 'copy' ? child.copy(source, target, options) : child.fetch(source, target, options);
+      transfer.finally(() => clearTimeout(early)).catch(() => undefined);
       await assert.rejects(transfer, (error: Error) => error.name === 'AbortError');
       assert.equal(existsSync(target), false);
       assert.deepEqual(temps(scratch), []);
@@ -516,19 +568,22 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
     assert.equal(statSync(join(scratch, 'owned.back')).uid, 4321);
   });
 
-  test('memory stays flat: 256 MiB each way through master → child → grandchild, RSS sampled from /proc', async () => {
+  test('memory stays flat: 1 GiB each way through master → child → grandchild, RSS sampled from /proc', async () => {
     const middle = await router.local({ name: 'rss-middle' });
     const leaf = await router.local({ name: 'rss-leaf', via: middle });
-    const size = 256 * MiB;
+    const size = 1024 * MiB;
     const source = join(scratch, 'rss.bin');
     randomFile(source, size);
     // A first transfer each way takes each process to its working set (services loaded and compiled,
     // heap and allocator grown: about 40 MiB once, in the first context to move a big file); what is
-    // measured is what moving 256 MiB more adds, which would be hundreds of MiB without flow control.
+    // measured is what moving 1 GiB more adds, which would be hundreds of MiB without flow control.
     const warm = join(scratch, 'rss.warm');
     randomFile(warm, 64 * MiB);
     await leaf.copy(warm, join(scratch, 'rss.warm.copy'));
     await leaf.fetch(warm, join(scratch, 'rss.warm.back'));
+    rmSync(join(scratch, 'rss.warm.copy'));
+    rmSync(join(scratch, 'rss.warm.back'));
+    const heapBefore = heapAfterGc();
     const processes: [string, () => number][] = [
       ['master', () => process.memoryUsage.rss()],
       ['middle', () => rssOf(middle.info.pid)],
@@ -542,18 +597,23 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
         peak[i] = Math.max(peak[i] as number, rss());
       });
     }, 20);
+    const started = Date.now();
     try {
       await leaf.copy(source, join(scratch, 'rss.copy'));
       await leaf.fetch(join(scratch, 'rss.copy'), join(scratch, 'rss.back'));
     } finally {
       clearInterval(sampler);
     }
+    const seconds = (Date.now() - started) / 1000;
+    const heapGrowth = (heapAfterGc() - heapBefore) / MiB;
     const growth = processes.map(([name], i) => [name, ((peak[i] as number) - (start[i] as number)) / MiB] as const);
     console.log(
-      `RSS growth moving 256 MiB each way (MiB): ${growth.map(([n, g]) => `${n} ${g.toFixed(1)}`).join(', ')}`,
+      `RSS growth moving 1 GiB each way in ${seconds.toFixed(1)} s (MiB): ${growth.map(([n, g]) => `${n} ${g.toFixed(1)}`).join(', ')}; master heap after GC ${heapGrowth.toFixed(1)} MiB`,
     );
     assert.equal(sha256(join(scratch, 'rss.back')), sha256(source));
-    for (const [name, mib] of growth) assert.ok(mib < 64, `${name} grew by ${mib.toFixed(1)} MiB moving 256 MiB`);
+    for (const [name, mib] of growth) assert.ok(mib < 64, `${name} grew by ${mib.toFixed(1)} MiB moving 1 GiB`);
+    assert.ok(heapGrowth < 64, `the master's heap after GC grew by ${heapGrowth.toFixed(1)} MiB`);
+    for (const name of ['rss.bin', 'rss.copy', 'rss.back']) rmSync(join(scratch, name));
     await middle.shutdown();
   });
 
@@ -566,7 +626,7 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
     const fetched = await old.fetch(join(scratch, 'node12.copy'), join(scratch, 'node12.back'));
     assert.equal(fetched.sha256, sha256(source));
     await old.copy(join(scratch, 'tree'), join(scratch, 'tree12'));
-    await old.fetch(join(scratch, 'tree12'), join(scratch, 'tree12.back'));
+    await old.fetch(join(scratch, 'tree12'), join(scratch, 'tree12.back'), { recursive: true });
     assertSameTree(join(scratch, 'tree12.back'));
     const hash = createHash('sha256');
     for await (const chunk of old.createReadStream(source)) hash.update(chunk as Buffer);

@@ -4,7 +4,7 @@ import { Message } from './message.js';
 import { Receiver } from './receiver.js';
 import { type Router, type RouterLike, switchOf } from './router.js';
 import { handled, rejected } from './send-window.js';
-import { CALL_SETTLED, type LeaseHolder, LOCAL_RECEIVER, Sender } from './sender.js';
+import { ABANDON, CALL_SETTLED, type LeaseHolder, LOCAL_RECEIVER, Sender } from './sender.js';
 import { type HighWaterMark, highWaterMark } from './window.js';
 
 /** Options of a Channel. */
@@ -161,6 +161,18 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
    */
   [CALL_SETTLED](): void {
     this.close();
+    this.receiver?.close();
+  }
+
+  /**
+   * Gives up on the other end (see `ABANDON`): sends waiting for it (for
+   * its hello, or for credit) and later ones reject with `error`, it is
+   * told this end closed, and nothing more is read from it.
+   */
+  [ABANDON](error: TendrilError): void {
+    this.closing = true;
+    this.fail(error);
+    this.peer?.[ABANDON](error);
     this.receiver?.close();
   }
 

@@ -86,6 +86,20 @@ export class SendWindow {
     if (this.pending.length === 0) this.sendClose();
   }
 
+  /**
+   * Gives up on the receiver, which has stopped taking values (a stalled
+   * or hostile context, or one whose operation was abandoned): values
+   * waiting here for credit are dropped and their sends reject with
+   * `error`, as later sends do, and the receiver is told this sender
+   * closed. Unlike `close()`, it does not wait for credit that may never come.
+   */
+  abandon(error: TendrilError): void {
+    if (this.failure) return;
+    this.closing = true;
+    this.fail(error);
+    this.sendClose();
+  }
+
   private transmit(data: Uint8Array): void {
     if (this.creditHandle === 0) {
       const dst = this.dst;

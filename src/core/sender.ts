@@ -1,5 +1,5 @@
 import { encode, type ReceiverReference, SENDER_REFERENCE, setSenderFactory } from './codec.js';
-import { MessageTooLargeError } from './errors.js';
+import { MessageTooLargeError, type TendrilError } from './errors.js';
 import { type Router, type RouterLike, switchOf } from './router.js';
 import { SendWindow } from './send-window.js';
 import { DEFAULT_HIGH_WATER_MARK, type HighWaterMark, highWaterMark } from './window.js';
@@ -16,6 +16,15 @@ export const LOCAL_RECEIVER: unique symbol = Symbol('tendril.localReceiver') as 
  * carried, once the call has settled: the call's use of them is over.
  */
 export const CALL_SETTLED: unique symbol = Symbol('tendril.callSettled') as never;
+
+/**
+ * What an operation calls on a Sender or Channel whose other side it gives
+ * up on (it stopped taking values, or the operation was abandoned): values
+ * still waiting for credit are dropped, their sends reject with the error
+ * given, and the other side is told this end closed. `close()` would wait
+ * for credit that may never come.
+ */
+export const ABANDON: unique symbol = Symbol('tendril.abandon') as never;
 
 /** What a call tells the receiver of a Sender it carries (implemented by `Receiver`). */
 export interface LeaseHolder {
@@ -157,6 +166,11 @@ export class Sender<T = unknown> {
   /** The call this Sender arrived in has settled: close it. */
   [CALL_SETTLED](): void {
     this.close();
+  }
+
+  /** Gives up on the receiver (see `ABANDON`): waiting and later sends reject with `error`. */
+  [ABANDON](error: TendrilError): void {
+    this.window().abandon(error);
   }
 
   /** How the codec carries a Sender: the receiver's context, handle and window. */

@@ -69,6 +69,8 @@ export class Cancellation {
   private readonly onAbort: () => void;
   private readonly caller: AbortSignal | undefined;
   private settled = false;
+  /** Stopped by `fail()`: the work's own failure is the outcome, not the stop's reason. */
+  private failedHere = false;
 
   constructor(options: CancellationOptions) {
     this.signal = this.stop.signal;
@@ -104,6 +106,20 @@ export class Cancellation {
   }
 
   /**
+   * Stops the operation because it failed on this side with `error` (the
+   * other side sent something refused, or the local half failed): the
+   * other side is told as by `cancel`, and gets `grace` ms to clean up
+   * before `abandon` fires; `settle()` then rejects with the work's own
+   * failure (which may say more, such as the other side's own error), or
+   * with `error` if `abandon` fires first.
+   */
+  fail(error: unknown): void {
+    if (this.signal.aborted || this.settled) return;
+    this.failedHere = true;
+    this.cancel(error);
+  }
+
+  /**
    * `work`'s outcome, with one difference once the operation has stopped:
    * a failure then (the other side saw the stop) is the stop's reason, and
    * if `work` has not settled when `abandon` fires, the promise rejects
@@ -136,7 +152,8 @@ export class Cancellation {
       this.abandon.addEventListener('abort', onAbandon, { once: true });
       work.then(
         (value) => finish(() => resolve(value)),
-        (error: unknown) => finish(() => reject(this.signal.aborted && !keepFailure ? this.reason : error)),
+        (error: unknown) =>
+          finish(() => reject(this.signal.aborted && !keepFailure && !this.failedHere ? this.reason : error)),
       );
     });
   }

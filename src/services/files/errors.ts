@@ -11,11 +11,16 @@ import { registerRemoteErrors, TendrilError } from '../../core/errors.js';
  * `code` is the system's error code where the system refused (`'ENOENT'`,
  * `'EACCES'`, `'ENOSPC'`, `'EISDIR'`...), or one of tendril's:
  * `'ERR_TENDRIL_HASH_MISMATCH'` (the bytes written are not the bytes
- * read), `'ERR_TENDRIL_SIZE_MISMATCH'`, `'ERR_TENDRIL_TRANSFER_INTERRUPTED'`
+ * read), `'ERR_TENDRIL_SIZE_MISMATCH'` (sizes differ, or the sending side
+ * sent more than it announced, or left a size unsaid to the master),
+ * `'ERR_TENDRIL_TRANSFER_INTERRUPTED'`
  * (the sending side stopped before the end: an error there, an abort, or
  * its context went away), `'ERR_TENDRIL_BAD_ENTRY'` (the sending side sent
  * something a transfer may not contain: an absolute path, `..`, a path
- * through a symlink, too many entries). Nothing is left under the real
+ * through a symlink, an entry twice, too many entries, a tree where a
+ * file was asked for), `'ERR_TENDRIL_STALLED'` (`router.copy`: the target
+ * took no data, or gave no answer, for `stallTimeout` ms, and was given up
+ * on so that the others could go on). Nothing is left under the real
  * name of a file that failed.
  */
 export class FileTransferError extends TendrilError {

@@ -8,8 +8,9 @@
  */
 import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, Context } from '../../core/context.js';
-import { ChannelError, type RemoteErrorInfo, remoteError, toRemoteErrorInfo } from '../../core/errors.js';
+import { ChannelError, type RemoteErrorInfo, remoteError, TendrilError, toRemoteErrorInfo } from '../../core/errors.js';
 import type { Router } from '../../core/router.js';
+import { ABANDON } from '../../core/sender.js';
 import { FileTransferError } from './errors.js';
 import type { Output, SinkOptions, TransferCounts, Value } from './protocol.js';
 
@@ -25,53 +26,190 @@ export interface TargetRef {
 /** All targets of a tee failed: each has its own error. */
 class AllTargetsFailed extends Error {}
 
+/** How long `router.copy` waits on a target that takes no data, or gives no answer once the data has ended, by default: 30 s. */
+export const DEFAULT_STALL_TIMEOUT = 30_000;
+
 /**
- * Sends each value to every output still working, and waits for all of
- * them: the slowest paces. An output whose send fails is dropped (its own
- * call says why); when none is left, `send` rejects.
+ * What a leg's call takes as its `signal`: the part of AbortSignal a call
+ * uses. Intermediate contexts may run Node 12, which has no AbortController.
+ */
+class StopSignal {
+  aborted = false;
+  reason: unknown = undefined;
+  private readonly listeners: (() => void)[] = [];
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    if (!this.aborted) this.listeners.push(listener);
+  }
+
+  removeEventListener(_type: 'abort', listener: () => void): void {
+    const index = this.listeners.indexOf(listener);
+    if (index >= 0) this.listeners.splice(index, 1);
+  }
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    for (const listener of this.listeners.splice(0)) listener();
+  }
+}
+
+/** How long a leg may go without progress before it is failed alone (see `Leg`); unset: no limit. */
+export interface StallLimits {
+  /** Most ms one send to it may wait (for its hello, or for credit). */
+  data: number;
+  /** Most ms its call may take to answer once its channel has closed. */
+  answer: number;
+}
+
+/** How one leg's call ended: its value, or why it failed. */
+export type Settled<R> = { ok: true; value: R } | { ok: false; error: unknown };
+
+/**
+ * One output of a fan-out: a Channel to a service call in `context`, and
+ * the call. A leg can be given up on alone (`abort`): its channel is
+ * abandoned (the target is told, and drops its partial file; sends waiting
+ * for it reject), its call is no longer waited for, and its outcome is the
+ * reason. With `limits`, a leg that makes no progress for that long is
+ * given up on as stalled (`ERR_TENDRIL_STALLED`), so one target cannot
+ * hold back the others.
+ */
+export class Leg<R> {
+  readonly channel: Channel<Value, unknown>;
+  readonly call: Promise<R>;
+  /** Why it was given up on, once it was: its outcome. */
+  stopped: unknown = undefined;
+  /** A send to it failed: its call says why. */
+  failed = false;
+  private readonly stop = new StopSignal();
+
+  /**
+   * @param router the router of this context.
+   * @param context the target (or the intermediate that tees to targets).
+   * @param service the service function called there, with the channel's end first and then `args`.
+   * @param what the call, for errors: `"copy to '/srv/app'"`.
+   * @param path the path written there, for errors.
+   * @param limits when to fail it as stalled; unset: never.
+   */
+  constructor(
+    router: Router,
+    readonly context: Context,
+    service: string,
+    args: unknown[],
+    what: string,
+    readonly path: string,
+    readonly limits?: StallLimits,
+  ) {
+    this.channel = new Channel<Value, unknown>(router);
+    this.call = context[CALL_SERVICE](
+      service,
+      [this.channel.otherEnd(), ...args],
+      { signal: this.stop as unknown as AbortSignal },
+      what,
+    ) as Promise<R>;
+    // Settled later, by whoever collects the results; never unhandled meanwhile.
+    this.call.catch(() => undefined);
+  }
+
+  /** Still sent to: no send failed, not given up on. */
+  get live(): boolean {
+    return !this.failed && this.stopped === undefined;
+  }
+
+  /** Gives up on this leg, with `reason` as its outcome (see the class). */
+  abort(reason: unknown): void {
+    if (this.stopped !== undefined) return;
+    this.stopped = reason;
+    const error =
+      reason instanceof TendrilError
+        ? reason
+        : new ChannelError(this.context.name, this.context.id, `the transfer was stopped: ${String(reason)}`);
+    this.channel[ABANDON](error);
+    this.stop.abort(reason);
+  }
+
+  /** Gives up on this leg for making no progress for `ms` (see the class). */
+  stall(ms: number, doing: string): void {
+    this.abort(
+      new FileTransferError(
+        'ERR_TENDRIL_STALLED',
+        this.context.name,
+        this.path,
+        `stopped taking data: ${doing} for ${ms} ms (stallTimeout); the copy to it was given up so that the other targets could go on`,
+      ),
+    );
+  }
+
+  /** The call's outcome, once its channel has closed; with limits, a call that does not answer in time is given up on. */
+  settled(): Promise<Settled<R>> {
+    const limit = this.limits?.answer;
+    const timer =
+      limit === undefined || this.stopped !== undefined
+        ? undefined
+        : setTimeout(() => this.stall(limit, 'no answer once the data had ended'), limit);
+    const done = () => {
+      if (timer) clearTimeout(timer);
+    };
+    return this.call.then(
+      (value): Settled<R> => {
+        done();
+        return { ok: true, value };
+      },
+      (error: unknown): Settled<R> => {
+        done();
+        return { ok: false, error: this.stopped ?? error };
+      },
+    );
+  }
+}
+
+/**
+ * Sends each value to every leg still working, and waits for all of them:
+ * the slowest paces. A leg whose send fails is dropped (its own call says
+ * why), and so is one whose send waits longer than its limit (stalled);
+ * when none is left, `send` rejects.
  */
 export class Tee implements Output {
-  private readonly failed: boolean[];
-
-  constructor(private readonly outputs: Output[]) {
-    this.failed = outputs.map(() => false);
-  }
+  constructor(private readonly legs: Leg<unknown>[]) {}
 
   async send(value: Value): Promise<void> {
     const sends: Promise<void>[] = [];
-    this.outputs.forEach((output, i) => {
-      if (this.failed[i]) return;
+    const timers: ReturnType<typeof setTimeout>[] = [];
+    for (const leg of this.legs) {
+      if (!leg.live) continue;
       let sent: Promise<void>;
       try {
-        sent = output.send(value);
+        sent = leg.channel.send(value);
       } catch {
-        this.failed[i] = true;
-        return;
+        leg.failed = true;
+        continue;
       }
+      let waiting = true;
       sends.push(
-        sent.catch(() => {
-          this.failed[i] = true;
-        }),
+        sent.then(
+          () => {
+            waiting = false;
+          },
+          () => {
+            waiting = false;
+            leg.failed = true;
+          },
+        ),
       );
-    });
+      const limit = leg.limits?.data;
+      // Given up on, its channel is abandoned: the waiting send rejects, and the others go on.
+      if (limit !== undefined) {
+        timers.push(setTimeout(() => waiting && leg.stall(limit, 'nothing taken'), limit));
+      }
+    }
     if (sends.length === 0) throw new AllTargetsFailed('every target of the copy failed');
-    await Promise.all(sends);
+    try {
+      await Promise.all(sends);
+    } finally {
+      for (const timer of timers) clearTimeout(timer);
+    }
   }
-}
-
-/** One output of a fan-out: a Channel to a service call, and the call. */
-export interface Leg<R> {
-  channel: Channel<Value, unknown>;
-  call: Promise<R>;
-}
-
-/** Opens a channel to `service` in `context` with `args` after the channel end. */
-export function openLeg<R>(router: Router, context: Context, service: string, args: unknown[], what: string): Leg<R> {
-  const channel = new Channel<Value, unknown>(router);
-  const call = context[CALL_SERVICE](service, [channel.otherEnd(), ...args], {}, what) as Promise<R>;
-  // Settled later, by whoever collects the results; never unhandled meanwhile.
-  call.catch(() => undefined);
-  return { channel, call };
 }
 
 /**
@@ -84,29 +222,29 @@ export function openLeg<R>(router: Router, context: Context, service: string, ar
 export async function runLegs<R>(
   legs: Leg<R>[],
   source: (out: Output) => Promise<void>,
-): Promise<{ sourceError: unknown; settled: ({ ok: true; value: R } | { ok: false; error: unknown })[] }> {
+): Promise<{ sourceError: unknown; settled: Settled<R>[] }> {
   let sourceError: unknown;
   try {
-    await source(new Tee(legs.map((leg) => leg.channel)));
+    await source(new Tee(legs as Leg<unknown>[]));
   } catch (error) {
     if (!(error instanceof AllTargetsFailed)) sourceError = error;
   }
   for (const leg of legs) leg.channel.close();
-  const settled = await Promise.all(
-    legs.map((leg) =>
-      leg.call.then(
-        (value) => ({ ok: true as const, value }),
-        (error: unknown) => ({ ok: false as const, error }),
-      ),
-    ),
-  );
+  const settled = await Promise.all(legs.map((leg) => leg.settled()));
   return { sourceError, settled };
+}
+
+/** Options an intermediate's fan-out takes from the master. */
+export interface FanOutOptions {
+  /** Each child's stall limit in ms (see `StallLimits`); unset: none. */
+  stallTimeout?: number;
 }
 
 /**
  * In an intermediate context: receives one transfer on `input` and
  * copies it to each of `targets` (its children), each written by its own
- * `filesReceive`. One target failing does not stop the others.
+ * `filesReceive`. One target failing, or stalling past `stallTimeout`,
+ * does not stop the others.
  */
 export async function teeToChildren(
   router: Router,
@@ -114,21 +252,27 @@ export async function teeToChildren(
   targets: TargetRef[],
   remotePath: string,
   options: SinkOptions,
+  fanOut: FanOutOptions = {},
 ): Promise<Outcome[]> {
-  const legs = targets.map((target) =>
-    openLeg<TransferCounts>(
-      router,
-      new Context(router, target.id, target.name, router.id, {
-        pid: 0,
-        nodeVersion: '',
-        hostname: '',
-        platform: '',
-        arch: '',
-      }),
-      'filesReceive',
-      [remotePath, options],
-      `copy to ${remotePath}`,
-    ),
+  const { stallTimeout } = fanOut;
+  const limits = stallTimeout === undefined ? undefined : { data: stallTimeout, answer: stallTimeout };
+  const legs = targets.map(
+    (target) =>
+      new Leg<TransferCounts>(
+        router,
+        new Context(router, target.id, target.name, router.id, {
+          pid: 0,
+          nodeVersion: '',
+          hostname: '',
+          platform: '',
+          arch: '',
+        }),
+        'filesReceive',
+        [remotePath, options],
+        `copy to ${remotePath}`,
+        remotePath,
+        limits,
+      ),
   );
   const { sourceError, settled } = await runLegs(legs, async (out) => {
     for await (const value of input) {

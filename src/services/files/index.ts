@@ -41,34 +41,52 @@ declare module '../../core/context.js' {
      * @param options `preserve` (owner and group, when writing as root), `mode`, `onProgress`, `signal`.
      * @throws FileTransferError naming the context and the path, with `code`
      *   `'ENOENT'`, `'EACCES'`, `'ENOSPC'`... or `'ERR_TENDRIL_HASH_MISMATCH'`.
-     * @throws InvalidOptionError for a bad option; the signal's reason when it aborts.
+     * @throws InvalidOptionError for a bad option; the signal's reason when
+     *   it aborts (once the context has removed its temporary file, or
+     *   `STOP_GRACE`, 2 s, later if it does not answer).
      */
     copy(localPath: string, remotePath: string, options?: TransferOptions): Promise<TransferResult>;
     /**
-     * Copies a file, a directory tree or a symlink from this context to the
-     * master: `copy` the other way, with the same checks, placement and
-     * temporary names. What the context sends is checked as untrusted:
-     * paths must be relative and stay in the target tree (no `..`, no
-     * absolute path, nothing written through a symlink), names and counts
-     * are bounded.
-     * @param remotePath the file, directory or symlink in this context.
+     * Copies a file or a symlink (or, with `recursive`, a directory tree)
+     * from this context to the master: `copy` the other way, with the same
+     * checks and temporary names. The master decides what it takes: a
+     * directory fails with `EISDIR` unless `recursive: true`; a tree lands
+     * at `localPath` when nothing is there, else (an existing directory, or
+     * a path ending with `/`) in `localPath/<base name of remotePath>`, and
+     * merges into a directory already there only with `merge: true`
+     * (otherwise `EEXIST`, before anything is written). What the context
+     * sends is checked as untrusted: the name must be that of `remotePath`,
+     * paths must be relative and stay in the tree (no `..`, no absolute
+     * path, nothing written through a symlink), entries come once, in
+     * order, counts are bounded, sizes must be announced and are never
+     * exceeded, and what the master remembers is charged to the context's
+     * account (`maxHeldBytes`).
+     * @param remotePath the file, symlink (or directory, with `recursive`) in this context.
      * @param localPath where it goes on the master.
-     * @throws as `copy`.
+     * @param options as `copy`'s, and `recursive`, `merge`.
+     * @throws as `copy`; FileTransferError `'EISDIR'` (a directory without
+     *   `recursive`), `'EEXIST'` (a tree onto a directory without `merge`),
+     *   `'ERR_TENDRIL_BAD_ENTRY'` or `'ERR_TENDRIL_SIZE_MISMATCH'` (the
+     *   context sent what it may not); HeldBytesError past `maxHeldBytes`.
      */
     fetch(remotePath: string, localPath: string, options?: TransferOptions): Promise<TransferResult>;
     /**
      * A Node Readable of a file in this context, in chunks, under flow
-     * control: a paused reader pauses the reading there. It checks size
-     * and SHA-256 at the end and emits a `FileTransferError` when they
-     * differ (or the file cannot be read).
+     * control: a paused reader pauses the reading there. The context
+     * cannot send more than the size it announced; size and SHA-256 are
+     * checked at the end, and a `FileTransferError` is emitted when they
+     * differ (or the file cannot be read), even if the context then keeps
+     * its call open (`destroy()` waits for it `STOP_GRACE`, 2 s, at most).
      * @param path a regular file in this context.
      */
     createReadStream(path: string): Readable;
     /**
      * A Node Writable to a file in this context. The file appears under
      * `path` only once `end()` has finished (written to a temporary name,
-     * verified, renamed); `destroy()` or a failure leaves nothing. Its
-     * `result` gives the bytes and SHA-256 written once it has finished.
+     * verified, renamed); `destroy()` or a failure leaves nothing, and
+     * `destroy()` closes the stream once the context has removed its
+     * temporary file, or `STOP_GRACE` (2 s) later if it does not answer.
+     * Its `result` gives the bytes and SHA-256 written once it has finished.
      * @param path the file to write (replaced if it exists).
      * @param options `mode` (default `0o644`).
      */
@@ -84,11 +102,17 @@ declare module '../../master/router.js' {
      * master's own children each get a stream, and all the children of
      * another context get one stream to it, which it tees to them, so that
      * hop and those above it carry the data once. The slowest target paces
-     * the others (flow control); one failing does not stop the rest.
+     * the others (flow control); one failing does not stop the rest, and
+     * one that takes no data for `stallTimeout` ms (default 30000), or does
+     * not answer that long once the data has ended, fails alone with
+     * `ERR_TENDRIL_STALLED` while the others go on.
      * @param contexts the targets.
+     * @param options as `copy`'s, and `stallTimeout`.
      * @returns one outcome per target, in order, like `Promise.allSettled`,
      *   each with its context; a failure is a `FileTransferError` naming
-     *   its context.
+     *   its context (for a stalled intermediate, that context), or the
+     *   signal's reason for every target when it aborts (within
+     *   `STOP_GRACE`, 2 s, whatever the targets do).
      * @throws InvalidOptionError for a bad argument.
      */
     copy(localPath: string, remotePath: string, contexts: Context[], options?: TransferOptions): Promise<CopyOutcome[]>;

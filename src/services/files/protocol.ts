@@ -13,6 +13,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs, readFileSync, type Stats, unlinkSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { type Holding, ITEM_OVERHEAD } from '../../core/holdings.js';
 import { FileTransferError, fileError } from './errors.js';
 
 /**
@@ -103,6 +104,11 @@ export interface TransferCounts {
 export interface SourceOptions {
   /** Send owner and group. */
   owner?: boolean;
+  /**
+   * Whether a directory is sent (as a tree). Default true. False: the
+   * receiving side asked for one file, and a directory fails with `EISDIR`.
+   */
+  recursive?: boolean;
   /** Called with each chunk's size once it has left. */
   onBytes?: (bytes: number) => void;
   /** Called with the description before anything else is sent. */
@@ -128,9 +134,37 @@ export interface SinkOptions {
   /**
    * The sending side is not trusted (the master fetching from a child):
    * modes lose their setuid, setgid and sticky bits and this process's
-   * umask applies, unless `owner` (preserve) asks for them as sent.
+   * umask applies, unless `owner` (preserve) asks for them as sent; and
+   * every file must announce its size (a write stream's unknown size, -1,
+   * is refused).
    */
   untrusted?: boolean;
+  /**
+   * Whether a tree is accepted. Default true. False: one file (or
+   * symlink) was asked for, and a directory is refused before anything is
+   * written (`ERR_TENDRIL_BAD_ENTRY`).
+   */
+  recursive?: boolean;
+  /**
+   * Where a tree lands. Default false: its root is `target` itself. True:
+   * as `cp -r` and `scp -r` place it, at `target` when nothing is there,
+   * else (an existing directory, or `target` ending with `/`) in
+   * `target/<name>`, the name checked against `name`.
+   */
+  treeInto?: boolean;
+  /**
+   * Whether a tree may be merged into a directory already there where it
+   * lands (its files replaced, others kept). Default true. False: the
+   * transfer fails with `EEXIST` before anything is written.
+   */
+  merge?: boolean;
+  /**
+   * Charged with what the sink remembers while it runs (the chain of open
+   * directories: their paths, plus `ITEM_OVERHEAD` each), and given back
+   * as it lets go of them; the caller closes it when the transfer ends.
+   * Unset: nothing is charged (the sending side is trusted).
+   */
+  holding?: Pick<Holding, 'add' | 'remove'>;
 }
 
 /**
@@ -191,6 +225,14 @@ export async function sendPath(
     root = await fs.lstat(source);
   } catch (error) {
     throw fileError(error, contextName, source, 'cannot read');
+  }
+  if (root.isDirectory() && options.recursive === false) {
+    throw new FileTransferError(
+      'EISDIR',
+      contextName,
+      source,
+      'cannot send it as a file: it is a directory (a tree is sent only when asked for: recursive)',
+    );
   }
   const entries: Walked[] = [{ path: source, rel: '', stats: root }];
   if (root.isDirectory()) await walk(source, '', entries, contextName);
@@ -329,17 +371,25 @@ export type Input = AsyncIterator<unknown>;
  *
  * - A file or link goes to `target`, or into it under its own name when
  *   `target` is an existing directory or ends with `/`. A tree's root
- *   becomes `target` (created if missing, merged into if it exists).
+ *   becomes `target` (created if missing, merged into if it exists), or
+ *   with `treeInto` lands as `cp -r` puts it; `recursive: false` refuses
+ *   a tree and `merge: false` an existing directory where it lands.
  * - Paths must be relative, without `.`, `..` or empty components, at most
- *   MAX_PATH bytes with names of at most MAX_NAME; an entry's parent must
- *   be a directory this transfer created or merged into, and checked with
- *   lstat to be a real directory: nothing is ever written through a
- *   symlink, whatever the sender says.
+ *   MAX_PATH bytes with names of at most MAX_NAME; entries come in the
+ *   order `sendPath` lists them (pre-order, names sorted), so an entry's
+ *   parent must be a directory of this transfer still open (created or
+ *   merged into, checked with lstat to be a real directory: nothing is
+ *   ever written through a symlink, whatever the sender says), and no
+ *   entry can come twice. What is remembered is the chain of open
+ *   directories, charged to `holding`.
+ * - File data may not exceed what the file and the transfer announced,
+ *   checked as it arrives; an untrusted sender must announce every size.
  * - Each file is written to a temporary name beside its real one, checked
  *   (size and SHA-256 of the bytes written, against what the sender read),
  *   given its mode and mtime, and renamed; on any failure the temporary
  *   file is removed and the real name is untouched.
  * @throws FileTransferError naming `contextName` and the path.
+ * @throws HeldBytesError when `holding`'s account is full.
  */
 export async function receiveInto(
   input: Input,
@@ -351,12 +401,32 @@ export async function receiveInto(
   return sink.run();
 }
 
+/** A directory of the transfer that entries may still go into. */
+interface OpenDirectory {
+  rel: string;
+  path: string;
+  /** Its mode and mtime, applied once it is closed; undefined for an existing root, which keeps its own. */
+  entry: DirEntry | undefined;
+  /** The relative path of the last entry it received: the next must sort after it. */
+  last: string;
+  /** Bytes charged to the holding for it. */
+  held: number;
+}
+
+/** What remembering `text` costs, at most (two bytes a character). */
+function textBytes(text: string): number {
+  return 2 * text.length;
+}
+
 class Sink {
   private readonly counts: TransferCounts = { files: 0, directories: 0, links: 0, bytes: 0 };
-  /** Relative paths of the directories entries may go into. */
-  private readonly dirs = new Set<string>();
-  /** Modes and mtimes of directories, applied at the end (writing into one changes its mtime). */
-  private readonly dirTimes: { path: string; entry: DirEntry }[] = [];
+  /**
+   * The directories entries may go into: the root and the chain of
+   * directories down to the last entry. In pre-order, one that is left is
+   * finished: its mode and mtime are applied then (writing into it would
+   * change its mtime).
+   */
+  private readonly open: OpenDirectory[] = [];
   private root = '';
   private begin: Begin | undefined;
   private entries = 0;
@@ -374,8 +444,14 @@ class Sink {
 
   async run(): Promise<TransferCounts> {
     const begin = checkBegin(await this.next(), this.bad);
-    if (this.options.name !== undefined && begin.kind !== 'dir' && begin.name !== this.options.name) {
-      throw this.bad(this.target, `it names the file '${begin.name.slice(0, 200)}', not '${this.options.name}'`);
+    if (this.options.name !== undefined && begin.name !== this.options.name) {
+      throw this.bad(
+        this.target,
+        `it names the ${begin.kind} '${begin.name.slice(0, 200)}', not '${this.options.name}'`,
+      );
+    }
+    if (begin.kind === 'dir' && this.options.recursive === false) {
+      throw this.bad(this.target, 'it sent a directory where a file was asked for (fetch a tree with recursive: true)');
     }
     this.begin = begin;
     this.options.onBegin?.(begin);
@@ -400,22 +476,13 @@ class Sink {
         `received ${this.counts.bytes} bytes of file data where ${begin.bytes} were announced`,
       );
     }
-    // Deepest first, so setting a parent's mtime comes after its children's.
-    for (const { path, entry } of this.dirTimes.reverse()) {
-      try {
-        await fs.chmod(path, this.modeOf(entry.m));
-        await fs.utimes(path, entry.mt / 1000, entry.mt / 1000);
-        await this.chown(path, entry, false);
-      } catch (error) {
-        throw fileError(error, this.contextName, path, 'cannot set the mode and time of');
-      }
-    }
+    await this.closeDirectories(0);
     return this.counts;
   }
 
   /** Where the transfer's root goes (see `receiveInto`). */
   private async destination(begin: Begin): Promise<string> {
-    if (begin.kind === 'dir') return this.target;
+    if (begin.kind === 'dir' && !this.options.treeInto) return this.target;
     let into = /\/$/.test(this.target);
     if (!into) {
       try {
@@ -443,7 +510,7 @@ class Sink {
   private readonly bad = (path: string, why: string): FileTransferError =>
     new FileTransferError('ERR_TENDRIL_BAD_ENTRY', this.contextName, path, `refused the transfer: ${why}`);
 
-  /** The absolute path of an entry, after checking its relative path and its parent. */
+  /** The absolute path of an entry, after checking its relative path, its parent and its order. */
   private async place(rel: unknown, expectRoot: boolean): Promise<string> {
     if (typeof rel !== 'string') throw this.bad(this.target, 'an entry has no path');
     if (rel === '') {
@@ -452,11 +519,44 @@ class Sink {
     }
     if (expectRoot) throw this.bad(this.target, 'a single file transfer carries one entry');
     checkRelative(rel, (why) => this.bad(this.target, why));
-    const parent = rel.lastIndexOf('/') < 0 ? '' : rel.slice(0, rel.lastIndexOf('/'));
-    if (!this.dirs.has(parent)) {
-      throw this.bad(join(this.root, rel), 'its parent is not a directory of this transfer');
+    const slash = rel.lastIndexOf('/');
+    const parent = slash < 0 ? '' : rel.slice(0, slash);
+    let depth = this.open.length - 1;
+    while (depth >= 0 && (this.open[depth] as OpenDirectory).rel !== parent) depth--;
+    if (depth < 0) {
+      throw this.bad(join(this.root, rel), 'its parent is not a directory of this transfer still being written');
     }
+    // Pre-order: an entry in `parent` means the directories below it are finished.
+    await this.closeDirectories(depth + 1);
+    const directory = this.open[depth] as OpenDirectory;
+    // Names sorted, as sendPath lists them: no entry comes twice.
+    if (!(rel > directory.last)) throw this.bad(join(this.root, rel), 'an entry sent twice or out of order');
+    this.charge(directory, textBytes(rel) - textBytes(directory.last));
+    directory.last = rel;
     return join(this.root, rel);
+  }
+
+  /** Charges `bytes` more (or gives back, when negative) for an open directory. */
+  private charge(directory: OpenDirectory, bytes: number): void {
+    if (bytes > 0) this.options.holding?.add(bytes);
+    else this.options.holding?.remove(-bytes);
+    directory.held += bytes;
+  }
+
+  /** Finishes the open directories from `depth` down, deepest first: their modes and mtimes. */
+  private async closeDirectories(depth: number): Promise<void> {
+    while (this.open.length > depth) {
+      const { path, entry, held } = this.open.pop() as OpenDirectory;
+      this.options.holding?.remove(held);
+      if (!entry) continue;
+      try {
+        await fs.chmod(path, this.modeOf(entry.m));
+        await fs.utimes(path, entry.mt / 1000, entry.mt / 1000);
+        await this.chown(path, entry, false);
+      } catch (error) {
+        throw fileError(error, this.contextName, path, 'cannot set the mode and time of');
+      }
+    }
   }
 
   private async directory(entry: DirEntry): Promise<void> {
@@ -470,6 +570,14 @@ class Sink {
       created = false;
       if ((error as { code?: string }).code !== 'EEXIST')
         throw fileError(error, this.contextName, path, 'cannot create the directory');
+      if (entry.p === '' && this.options.merge === false) {
+        throw new FileTransferError(
+          'EEXIST',
+          this.contextName,
+          path,
+          'cannot create the directory: it already exists (pass merge: true to merge the tree into it)',
+        );
+      }
       // The root may be a symlink the user named; below it nothing is followed.
       const stats = entry.p === '' ? await fs.stat(path) : await fs.lstat(path);
       if (!stats.isDirectory()) {
@@ -481,9 +589,16 @@ class Sink {
         );
       }
     }
-    this.dirs.add(entry.p);
-    // A directory that was there keeps its mode and time when it is the root (the user's, merged into).
-    if (created || entry.p !== '') this.dirTimes.push({ path, entry });
+    const directory: OpenDirectory = {
+      rel: entry.p,
+      path,
+      // A directory that was there keeps its mode and time when it is the root (the user's, merged into).
+      entry: created || entry.p !== '' ? entry : undefined,
+      last: '',
+      held: 0,
+    };
+    this.charge(directory, textBytes(entry.p) + textBytes(path) + ITEM_OVERHEAD);
+    this.open.push(directory);
     this.counts.directories++;
   }
 
@@ -511,9 +626,34 @@ class Sink {
       await fs.unlink(temp).catch(() => undefined);
       throw fileError(error, this.contextName, path, 'cannot create the symlink');
     }
-    // A directory of this transfer that a link replaced is a directory no more.
-    this.dirs.delete(entry.p);
     this.counts.links++;
+  }
+
+  /** Checks a file's announced size against what the transfer announced (see `SinkOptions.untrusted`). */
+  private checkSize(entry: FileEntry, path: string): void {
+    if (!Number.isSafeInteger(entry.s) || entry.s < -1) throw this.bad(path, 'a file size is not a size');
+    if (entry.s === -1) {
+      if (this.options.untrusted) {
+        throw new FileTransferError(
+          'ERR_TENDRIL_SIZE_MISMATCH',
+          this.contextName,
+          path,
+          'refused the transfer: a file of unknown size, from a context that must announce what it sends',
+        );
+      }
+      this.unsized = true;
+    } else if (!this.unsized && this.counts.bytes + entry.s > (this.begin as Begin).bytes) {
+      throw this.overAnnounced(path);
+    }
+  }
+
+  private overAnnounced(path: string): FileTransferError {
+    return new FileTransferError(
+      'ERR_TENDRIL_SIZE_MISMATCH',
+      this.contextName,
+      path,
+      `refused the transfer: more file data than the ${(this.begin as Begin).bytes} bytes announced`,
+    );
   }
 
   private async file(entry: FileEntry): Promise<void> {
@@ -521,8 +661,7 @@ class Sink {
     if (this.begin?.kind !== (entry.p === '' ? 'file' : 'dir'))
       throw this.bad(path, 'a file where the transfer has none');
     checkMeta(entry, this.bad);
-    if (!Number.isSafeInteger(entry.s) || entry.s < -1) throw this.bad(path, 'a file size is not a size');
-    if (entry.s === -1) this.unsized = true;
+    this.checkSize(entry, path);
     const temp = tempName(path);
     let handle: fs.FileHandle;
     try {
@@ -541,6 +680,10 @@ class Sink {
         if (value instanceof Uint8Array) {
           written += value.length;
           if (entry.s >= 0 && written > entry.s) throw this.bad(path, `more data than the ${entry.s} bytes announced`);
+          // Checked before it is written: a sender cannot extend what it announced.
+          if (!this.unsized && this.counts.bytes + value.length > (this.begin as Begin).bytes) {
+            throw this.overAnnounced(path);
+          }
           hash.update(value);
           try {
             await writeAll(handle, value);

@@ -5,7 +5,7 @@
  */
 import type { Channel } from '../../core/channel.js';
 import { contextRuntime } from '../../core/runtime.js';
-import { type Outcome, type TargetRef, teeToChildren } from './fan-out.js';
+import { type FanOutOptions, type Outcome, type TargetRef, teeToChildren } from './fan-out.js';
 import { receiveInto, type SinkOptions, sendPath, type TransferCounts, type Value } from './protocol.js';
 
 /** Options the master passes to a receiving side (see `SinkOptions`). */
@@ -32,25 +32,32 @@ export function filesReceive(
   return receiveInto(channel[Symbol.asyncIterator](), String(target), router.name, sinkOptions(options));
 }
 
-/** Sends the file, tree or symlink at `source` in this context on `channel`. */
+/** Sends the file, tree or symlink at `source` in this context on `channel`; a directory only when `recursive` is not false. */
 export function filesSend(
   channel: Channel<Value, unknown>,
   source: string,
-  options?: { owner?: boolean },
+  options?: { owner?: boolean; recursive?: boolean },
 ): Promise<void> {
   const { router } = contextRuntime();
-  return sendPath(String(source), channel, router.name, { owner: options?.owner === true });
+  return sendPath(String(source), channel, router.name, {
+    owner: options?.owner === true,
+    recursive: options?.recursive !== false,
+  });
 }
 
-/** Receives a transfer on `channel` and copies it to each of this context's children in `targets`. */
+/** Receives a transfer on `channel` and copies it to each of this context's children in `targets`, failing alone one that stalls past `fanOut.stallTimeout`. */
 export function filesFanOut(
   channel: Channel<unknown, unknown>,
   targets: TargetRef[],
   target: string,
   options?: RemoteSinkOptions,
+  fanOut?: FanOutOptions,
 ): Promise<Outcome[]> {
   const { router } = contextRuntime();
   if (!Array.isArray(targets) || targets.length > 10_000) throw new TypeError('targets must be a list of contexts');
   const refs = targets.map((t) => ({ id: Number(t?.id), name: String(t?.name) }));
-  return teeToChildren(router, channel, refs, String(target), sinkOptions(options));
+  const stallTimeout = fanOut?.stallTimeout;
+  const checked: FanOutOptions =
+    typeof stallTimeout === 'number' && stallTimeout > 0 && stallTimeout <= 2_147_483_647 ? { stallTimeout } : {};
+  return teeToChildren(router, channel, refs, String(target), sinkOptions(options), checked);
 }

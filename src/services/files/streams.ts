@@ -9,7 +9,8 @@ import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, type Context, routerOf } from '../../core/context.js';
 import { ChannelError, InvalidOptionError } from '../../core/errors.js';
 import { optionsObject } from '../../core/options.js';
-import { CALL_SETTLED } from '../../core/sender.js';
+import { ABANDON, CALL_SETTLED } from '../../core/sender.js';
+import { Cancellation } from '../cancellation.js';
 import { FileTransferError } from './errors.js';
 import { isCounts } from './fan-out.js';
 import { type Begin, type FileEnd, MAX_NAME, type Value } from './protocol.js';
@@ -48,8 +49,21 @@ export function createWriteStream(context: Context, path: string, options?: Writ
   const core = routerOf(context);
   const channel = new Channel<Value, unknown>(core);
   const sink: RemoteSinkOptions = { owner: false, mode };
-  const call = context[CALL_SERVICE]('filesReceive', [channel.otherEnd(), path, sink], {}, `write stream to '${path}'`);
+  const what = `write stream to '${path}'`;
+  const cancel = new Cancellation({ what, contextName: context.name });
+  const call = context[CALL_SERVICE](
+    'filesReceive',
+    [channel.otherEnd(), path, sink],
+    { signal: cancel.abandon },
+    what,
+  );
   call.catch(() => undefined);
+  // Past the grace, values still waiting for a context that takes nothing are dropped.
+  cancel.abandon.addEventListener(
+    'abort',
+    () => channel[ABANDON](new ChannelError(context.name, context.id, `${what} was destroyed, and it did not answer`)),
+    { once: true },
+  );
   const hash = createHash('sha256');
   let bytes = 0;
   let started = false;
@@ -116,12 +130,11 @@ export function createWriteStream(context: Context, path: string, options?: Writ
         );
     },
     destroy(error, callback) {
-      // Closing without the end tells the other side to drop its temporary file; wait until it has.
+      // Closing without the end tells the other side to drop its temporary file; wait until it has, the grace at most.
+      cancel.cancel(error);
       channel.close();
-      call.then(
-        () => callback(error),
-        () => callback(error),
-      );
+      const done = () => callback(error);
+      cancel.settle(call).then(done, done);
     },
   }) as FileWriteStream;
   stream.result = undefined;
@@ -133,12 +146,22 @@ export function createReadStream(context: Context, path: string): Readable {
   checkPath(path, 'context.createReadStream()');
   const core = routerOf(context);
   const channel = new Channel<unknown, Value>(core);
-  const call = context[CALL_SERVICE]('filesSend', [channel.otherEnd(), path, {}], {}, `read stream of '${path}'`);
-  call.catch(() => undefined);
+  const what = `read stream of '${path}'`;
+  const cancel = new Cancellation({ what, contextName: context.name });
+  const call = context[CALL_SERVICE](
+    'filesSend',
+    [channel.otherEnd(), path, { recursive: false }],
+    { signal: cancel.abandon },
+    what,
+  );
+  // The context's answer ends the stream: what it sent before is read, nothing after.
+  const stopReading = () => channel[CALL_SETTLED]();
+  call.then(stopReading, stopReading);
   const input = channel[Symbol.asyncIterator]();
   const hash = createHash('sha256');
   let bytes = 0;
-  let size = -1;
+  /** The size announced, which the context cannot extend (it is not trusted). */
+  let size = 0;
   let state: 'begin' | 'entry' | 'data' | 'end' | 'done' = 'begin';
   const bad = (why: string) =>
     new FileTransferError('ERR_TENDRIL_BAD_ENTRY', context.name, path, `refused the stream: ${why}`);
@@ -172,22 +195,23 @@ export function createReadStream(context: Context, path: string): Readable {
         if ((value as Begin).kind !== 'file') {
           throw new FileTransferError('EISDIR', context.name, path, 'cannot stream it: not a regular file');
         }
+        size = (value as Begin).bytes;
+        if (!Number.isSafeInteger(size) || size < 0) throw bad('its size is not a size');
         state = 'entry';
       } else if (state === 'entry') {
-        const s = (value as { s?: unknown }).s;
-        if (tag !== 'f' || typeof s !== 'number' || !Number.isSafeInteger(s) || s < -1) throw bad('expected the file');
-        size = s;
+        if (tag !== 'f') throw bad('expected the file');
+        if ((value as { s?: unknown }).s !== size) throw bad(`a file size other than the ${size} bytes announced`);
         state = 'data';
       } else if (state === 'data' && tag === 'data') {
         const chunk = value as Uint8Array;
         bytes += chunk.length;
-        if (size >= 0 && bytes > size) throw bad(`more data than the ${size} bytes announced`);
+        if (bytes > size) throw bad(`more data than the ${size} bytes announced`);
         hash.update(chunk);
         readable.push(chunk);
         return;
       } else if (state === 'data' && tag === 'e') {
         const end = value as FileEnd;
-        if (end.n !== bytes || (size >= 0 && size !== bytes)) {
+        if (end.n !== bytes || size !== bytes) {
           throw new FileTransferError(
             'ERR_TENDRIL_SIZE_MISMATCH',
             context.name,
@@ -206,8 +230,8 @@ export function createReadStream(context: Context, path: string): Readable {
         }
         state = 'end';
       } else if (state === 'end' && tag === 'end') {
+        // Every byte is verified: the stream ends, whether or not the context's answer comes.
         state = 'done';
-        await call;
         readable.push(null);
         return;
       } else throw bad('unexpected value');
@@ -219,13 +243,11 @@ export function createReadStream(context: Context, path: string): Readable {
       pull(this).catch((error: unknown) => this.destroy(error as Error));
     },
     destroy(error, callback) {
-      if (state === 'done') return callback(error);
-      // Stop the sender and wait for its call to end, so nothing is left reading there.
+      // Stop the sender and wait for its call to end, so nothing is left reading there: the grace at most.
       channel[CALL_SETTLED]();
-      call.then(
-        () => callback(error),
-        () => callback(error),
-      );
+      cancel.cancel(error);
+      const done = () => callback(error);
+      cancel.settle(call).then(done, done);
     },
   });
 }

@@ -7,11 +7,21 @@ import { basename } from 'node:path';
 import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, Context, routerOf } from '../../core/context.js';
 import { InvalidOptionError } from '../../core/errors.js';
-import { abortSignal, optionsObject } from '../../core/options.js';
+import { abortSignal, MAX_TIMER, milliseconds, optionsObject } from '../../core/options.js';
 import type { Router as CoreRouter } from '../../core/router.js';
 import { CALL_SETTLED } from '../../core/sender.js';
+import { Cancellation } from '../cancellation.js';
 import { FileTransferError, fileError } from './errors.js';
-import { blame, checkOutcome, isCounts, type Leg, openLeg, runLegs, type TargetRef } from './fan-out.js';
+import {
+  blame,
+  checkOutcome,
+  DEFAULT_STALL_TIMEOUT,
+  isCounts,
+  Leg,
+  runLegs,
+  type Settled,
+  type TargetRef,
+} from './fan-out.js';
 import { Progress, type TransferProgress } from './progress.js';
 import { type Output, receiveInto, type SinkOptions, sendPath, type TransferCounts, type Value } from './protocol.js';
 import type { RemoteSinkOptions } from './remote.js';
@@ -34,9 +44,37 @@ export interface TransferOptions {
   onProgress?: (progress: TransferProgress) => void;
   /**
    * Stops the transfer: it rejects with the signal's reason once the
-   * receiving side has removed its temporary file.
+   * writing side has removed its temporary file, or `STOP_GRACE` (2 s)
+   * after the abort when that side does not say so (hung, or hostile):
+   * nothing waits on a context longer than that. `router.copy()` then
+   * resolves with every target's outcome rejected with the reason.
    */
   signal?: AbortSignal;
+  /**
+   * `fetch()` only: take a directory (a tree), as `scp -r` and `cp -r`
+   * ask. Default false: `fetch()` takes one file or symlink; a directory
+   * fails with `EISDIR`, and a context that sends a tree anyway is refused
+   * (`ERR_TENDRIL_BAD_ENTRY`) before anything is written. A tree lands at
+   * `localPath` when nothing is there, else (an existing directory, or a
+   * path ending with `/`) in `localPath/<base name of remotePath>`: the
+   * master names it, never the context.
+   */
+  recursive?: boolean;
+  /**
+   * `fetch()` only, with `recursive`: merge the tree into a directory that
+   * is already where it lands (its files replaced, others kept). Default
+   * false: the fetch fails with `EEXIST` before anything is written.
+   */
+  merge?: boolean;
+  /**
+   * `router.copy()` only: milliseconds a target may take no data (or,
+   * once the data has ended, give no answer) before it fails alone with
+   * `ERR_TENDRIL_STALLED`, so that it cannot hold back the others. A
+   * context that tees the copy to its own children is given twice that
+   * for data (it waits that long on each of them), and that times its
+   * targets plus two for its answer. Default 30000 (30 s).
+   */
+  stallTimeout?: number;
 }
 
 /** What a transfer moved. */
@@ -65,11 +103,14 @@ interface Checked {
   mode: number | undefined;
   onProgress: ((progress: TransferProgress) => void) | undefined;
   signal: AbortSignal | undefined;
+  recursive: boolean;
+  merge: boolean;
+  stallTimeout: number;
 }
 
 function checkOptions(options: TransferOptions | undefined, where: string): Checked {
   const o = optionsObject(options, where);
-  const { preserve, mode, onProgress, signal } = o;
+  const { preserve, mode, onProgress, signal, recursive, merge } = o;
   if (preserve !== undefined && typeof preserve !== 'boolean' && (typeof preserve !== 'object' || preserve === null)) {
     throw new InvalidOptionError('preserve', where, 'a boolean or { owner: boolean }', preserve);
   }
@@ -79,9 +120,16 @@ function checkOptions(options: TransferOptions | undefined, where: string): Chec
   if (onProgress !== undefined && typeof onProgress !== 'function') {
     throw new InvalidOptionError('onProgress', where, 'a function', onProgress);
   }
+  if (recursive !== undefined && typeof recursive !== 'boolean') {
+    throw new InvalidOptionError('recursive', where, 'a boolean', recursive);
+  }
+  if (merge !== undefined && typeof merge !== 'boolean') {
+    throw new InvalidOptionError('merge', where, 'a boolean', merge);
+  }
   abortSignal(signal, 'signal', where);
+  const stallTimeout = milliseconds(o.stallTimeout, 'stallTimeout', where, DEFAULT_STALL_TIMEOUT, 1);
   const owner = preserve === true || (typeof preserve === 'object' && preserve?.owner === true);
-  return { owner, mode, onProgress, signal };
+  return { owner, mode, onProgress, signal, recursive: recursive === true, merge: merge === true, stallTimeout };
 }
 
 function checkPath(path: unknown, option: string, where: string): string {
@@ -92,8 +140,7 @@ function checkPath(path: unknown, option: string, where: string): string {
 }
 
 /** A promise that rejects with the signal's reason when it aborts, and its disposal. */
-function abortion(signal: AbortSignal | undefined): { promise: Promise<never>; dispose: () => void } {
-  if (!signal) return { promise: new Promise<never>(() => undefined), dispose: () => undefined };
+function abortion(signal: AbortSignal): { promise: Promise<never>; dispose: () => void } {
   let dispose: () => void = () => undefined;
   const promise = new Promise<never>((_resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
@@ -103,6 +150,16 @@ function abortion(signal: AbortSignal | undefined): { promise: Promise<never>; d
   });
   promise.catch(() => undefined);
   return { promise, dispose: () => dispose() };
+}
+
+/** Calls `then` when `signal` aborts (at once if it has); returns the listener's disposal. */
+function whenAborted(signal: AbortSignal, then: () => void): () => void {
+  if (signal.aborted) {
+    then();
+    return () => undefined;
+  }
+  signal.addEventListener('abort', then, { once: true });
+  return () => signal.removeEventListener('abort', then);
 }
 
 function sinkArgs(checked: Checked): RemoteSinkOptions {
@@ -127,23 +184,35 @@ function checkedCounts(value: unknown, context: Context, path: string): Transfer
   throw checkedCountsError(context, path);
 }
 
-/** `sendPath` from the master into `out`, stopped by the signal. */
+/**
+ * `sendPath` from the master into `out`, stopped by `cancel`. A failure
+ * here stops the operation too, so that waiting for the targets to say
+ * they dropped their partial file is bounded.
+ */
 function sourceOf(
   core: CoreRouter,
   localPath: string,
   checked: Checked,
   progress: Progress,
-  abort: Promise<never>,
+  cancel: Cancellation,
 ): (out: Output) => Promise<void> {
-  return (out) => {
+  return async (out) => {
     const sending = sendPath(localPath, out, core.name, {
       owner: checked.owner,
       onBytes: progress.add,
       onBegin: progress.begin,
     });
-    // When the abort wins, the send that was waiting fails once the channel closes.
+    // When the stop wins, the send that was waiting fails once the channel closes.
     sending.catch(() => undefined);
-    return Promise.race([sending, abort]);
+    const stopped = abortion(cancel.signal);
+    try {
+      await Promise.race([sending, stopped.promise]);
+    } catch (error) {
+      cancel.fail(error);
+      throw error;
+    } finally {
+      stopped.dispose();
+    }
   };
 }
 
@@ -161,35 +230,48 @@ export async function copy(
   const checked = checkOptions(options, where);
   const core = routerOf(context);
   const progress = new Progress(checked.onProgress);
-  const abort = abortion(checked.signal);
+  const what = `copy to '${remotePath}'`;
+  const cancel = new Cancellation({ signal: checked.signal, what, contextName: context.name });
+  const leg = new Leg<unknown>(core, context, 'filesReceive', [remotePath, sinkArgs(checked)], what, remotePath);
+  // Past the grace, the context's answer is no longer waited for.
+  const letGo = whenAborted(cancel.abandon, () => leg.abort(cancel.reason));
   try {
-    const leg = openLeg<unknown>(
-      core,
-      context,
-      'filesReceive',
-      [remotePath, sinkArgs(checked)],
-      `copy to '${remotePath}'`,
+    const result = await cancel.settle(
+      (async () => {
+        const { sourceError, settled } = await runLegs([leg], sourceOf(core, localPath, checked, progress, cancel));
+        const outcome = settled[0] as Settled<unknown>;
+        if (!outcome.ok) throw sourceError ?? outcome.error;
+        if (sourceError !== undefined) throw sourceError;
+        return resultOf(checkedCounts(outcome.value, context, remotePath), started);
+      })(),
     );
-    const { sourceError, settled } = await runLegs([leg], sourceOf(core, localPath, checked, progress, abort.promise));
-    const outcome = settled[0] as { ok: true; value: unknown } | { ok: false; error: unknown };
-    if (!outcome.ok) throw sourceError ?? outcome.error;
-    if (sourceError !== undefined) throw sourceError;
-    const result = resultOf(checkedCounts(outcome.value, context, remotePath), started);
     progress.finish(true);
     return result;
   } finally {
     progress.finish(false);
-    abort.dispose();
+    letGo();
   }
 }
 
 /**
  * How the master's sink treats what a child sends for `fetch(remotePath)`:
- * the child may not name the file (it must be `remotePath`'s own name),
- * nor give it modes the user did not ask for.
+ * the child may not name what it sends (it must be `remotePath`'s own
+ * name), send a tree unless asked for one (`recursive`), merge it into a
+ * directory that is there unless asked to (`merge`), leave a size unsaid,
+ * or give modes the user did not ask for; a tree lands as `cp -r` puts it.
  */
-export function fetchedFrom(remotePath: string, owner: boolean): SinkOptions {
-  return { owner, name: basename(remotePath), untrusted: true };
+export function fetchedFrom(
+  remotePath: string,
+  options: { owner?: boolean; recursive?: boolean; merge?: boolean } = {},
+): SinkOptions {
+  return {
+    owner: options.owner === true,
+    name: basename(remotePath),
+    untrusted: true,
+    recursive: options.recursive === true,
+    treeInto: true,
+    merge: options.merge === true,
+  };
 }
 
 /** `context.fetch()`. */
@@ -206,44 +288,59 @@ export async function fetch(
   const checked = checkOptions(options, where);
   const core = routerOf(context);
   const progress = new Progress(checked.onProgress);
-  const abort = abortion(checked.signal);
+  const what = `fetch of '${remotePath}'`;
+  const cancel = new Cancellation({ signal: checked.signal, what, contextName: context.name });
   const channel = new Channel<unknown, Value>(core);
+  // Closing this end tells the child (its sends fail) and ends the sink's input once what came is read.
+  const stopReading = () => channel[CALL_SETTLED]();
+  const unlisten = whenAborted(cancel.signal, stopReading);
   const call = context[CALL_SERVICE](
     'filesSend',
-    [channel.otherEnd(), remotePath, { owner: checked.owner }],
-    {},
-    `fetch of '${remotePath}'`,
+    [channel.otherEnd(), remotePath, { owner: checked.owner, recursive: checked.recursive }],
+    { signal: cancel.abandon },
+    what,
   );
-  call.catch(() => undefined);
+  // The child's answer ends the transfer: what it sent before is read, nothing after (a
+  // child whose call failed, or that answered, cannot keep the sink waiting).
+  const answer = call.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  );
+  void answer.then(stopReading);
+  const holding = core.holding(context.id, what);
   const sinkOptions: SinkOptions = {
-    ...fetchedFrom(remotePath, checked.owner),
+    ...fetchedFrom(remotePath, checked),
+    holding,
     onBytes: progress.add,
     onBegin: progress.begin,
   };
   if (checked.mode !== undefined) sinkOptions.mode = checked.mode;
-  const sink = receiveInto(channel[Symbol.asyncIterator](), localPath, core.name, sinkOptions);
-  sink.catch(() => undefined);
+  const receiving = receiveInto(channel[Symbol.asyncIterator](), localPath, core.name, sinkOptions);
+  // Once the sink has stopped (its input always ends: every way out closes the channel), it charges no more.
+  receiving.then(
+    () => holding.close(),
+    () => holding.close(),
+  );
   try {
-    let counts: TransferCounts;
-    try {
-      counts = await Promise.race([sink, abort.promise]);
-    } catch (error) {
-      // Stop the sender, let the sink remove its temporary file, then say why.
-      channel[CALL_SETTLED]();
-      await sink.catch(() => undefined);
-      const remote = await call.then(
-        () => undefined,
-        (reason: unknown) => reason,
-      );
-      throw blame(error, remote);
-    }
-    await call;
-    const result = resultOf(counts, started);
+    const result = await cancel.settle(
+      (async () => {
+        let counts: TransferCounts;
+        try {
+          counts = await receiving;
+        } catch (error) {
+          // Tell the child, and wait (the grace at most) for its answer: it may say why the data stopped.
+          cancel.fail(error);
+          throw blame(error, await answer);
+        }
+        await call;
+        return resultOf(counts, started);
+      })(),
+    );
     progress.finish(true);
     return result;
   } finally {
     progress.finish(false);
-    abort.dispose();
+    unlisten();
   }
 }
 
@@ -252,6 +349,11 @@ function handleOf(core: CoreRouter, id: number, known: Map<number, Context>): Co
   const existing = known.get(id);
   if (existing) return existing;
   return new Context(core, id, core.nameOf(id), -1, { pid: 0, nodeVersion: '', hostname: '', platform: '', arch: '' });
+}
+
+/** `ms` times `factor`, as a timer can take it. */
+function scaled(ms: number, factor: number): number {
+  return Math.min(ms * factor, MAX_TIMER);
 }
 
 /** `router.copy()`: one stream per intermediate, teed there to its children. */
@@ -280,33 +382,43 @@ export async function copyToMany(
     groups.set(context.parentId, group);
   }
   const progress = new Progress(checked.onProgress);
-  const abort = abortion(checked.signal);
   const sink = sinkArgs(checked);
   const what = `copy to '${remotePath}'`;
-  try {
-    const legs: { leg: Leg<unknown>; targets: Context[]; direct: boolean }[] = [];
-    for (const [parentId, targets] of groups) {
-      if (parentId === core.id) {
-        for (const target of targets) {
-          legs.push({
-            leg: openLeg(core, target, 'filesReceive', [remotePath, sink], what),
-            targets: [target],
-            direct: true,
-          });
-        }
-      } else {
-        const refs: TargetRef[] = targets.map((t) => ({ id: t.id, name: t.name }));
-        const parent = handleOf(core, parentId, known);
-        legs.push({
-          leg: openLeg(core, parent, 'filesFanOut', [refs, remotePath, sink], what),
-          targets,
-          direct: false,
+  const stall = checked.stallTimeout;
+  const cancel = new Cancellation({ signal: checked.signal, what, contextName: core.name });
+  const legs: { leg: Leg<unknown>; targets: Context[]; direct: boolean }[] = [];
+  for (const [parentId, targets] of groups) {
+    if (parentId === core.id) {
+      for (const target of targets) {
+        const leg = new Leg(core, target, 'filesReceive', [remotePath, sink], what, remotePath, {
+          data: stall,
+          answer: stall,
         });
+        legs.push({ leg, targets: [target], direct: true });
       }
+    } else {
+      const refs: TargetRef[] = targets.map((t) => ({ id: t.id, name: t.name }));
+      const parent = handleOf(core, parentId, known);
+      // It waits up to `stall` on each of its children before it fails them: so much more for it.
+      const leg = new Leg(
+        core,
+        parent,
+        'filesFanOut',
+        [refs, remotePath, sink, { stallTimeout: stall }],
+        what,
+        remotePath,
+        { data: scaled(stall, 2), answer: scaled(stall, targets.length + 2) },
+      );
+      legs.push({ leg, targets, direct: false });
     }
+  }
+  const letGo = whenAborted(cancel.abandon, () => {
+    for (const { leg } of legs) leg.abort(cancel.reason);
+  });
+  try {
     const { sourceError, settled } = await runLegs(
       legs.map((l) => l.leg),
-      sourceOf(core, localPath, checked, progress, abort.promise),
+      sourceOf(core, localPath, checked, progress, cancel),
     );
     const outcomes = new Map<Context, CopyOutcome>();
     const fail = (context: Context, error: unknown) => {
@@ -317,7 +429,7 @@ export async function copyToMany(
       });
     };
     legs.forEach(({ targets, direct }, i) => {
-      const outcome = settled[i] as { ok: true; value: unknown } | { ok: false; error: unknown };
+      const outcome = settled[i] as Settled<unknown>;
       if (!outcome.ok) {
         for (const target of targets) fail(target, outcome.error);
         return;
@@ -345,7 +457,8 @@ export async function copyToMany(
     return contexts.map((context) => outcomes.get(context) as CopyOutcome);
   } finally {
     progress.finish(false);
-    abort.dispose();
+    letGo();
+    cancel.dispose();
   }
 }
 
