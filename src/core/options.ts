@@ -10,6 +10,14 @@ import { InvalidOptionError } from './errors.js';
 /** Longest timer Node accepts, in ms (about 24.8 days). */
 export const MAX_TIMER = 2_147_483_647;
 
+/**
+ * How long an operation that was stopped (its signal aborted, its timeout
+ * passed) waits for the other side to clean up and say so, in ms, before
+ * it settles anyway: nothing waits on a hung or hostile context longer.
+ * Used by `Cancellation` (src/services) and by the master's own waits.
+ */
+export const STOP_GRACE = 2000;
+
 /** A duration in ms from `min` (default 0) to `MAX_TIMER`, or `fallback` when undefined. */
 export function milliseconds<F extends number | undefined>(
   value: unknown,

@@ -10,7 +10,7 @@ import { ChannelError, InvalidOptionError, ProtocolError, TimeoutError } from '.
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
 import { DEFAULT_MAX_HELD_BYTES } from '../core/holdings.js';
 import { type Logger, type LogRecord, logger } from '../core/log.js';
-import { integer, location, milliseconds, optionsObject, text } from '../core/options.js';
+import { integer, location, milliseconds, optionsObject, STOP_GRACE, text } from '../core/options.js';
 import type { ReadyInfo } from '../core/protocol/boot.js';
 import { CONNECT_SPEC } from '../core/protocol/connect.js';
 import { FORWARD_LOG_SPEC } from '../core/protocol/forward-log.js';
@@ -26,13 +26,6 @@ import { IdAllocator } from './id-allocator.js';
 import type { ModuleFilter } from './module-files.js';
 import { ModuleResponder, type ResponderStats } from './module-responder.js';
 import { callPreparer } from './prepare-call.js';
-
-/**
- * How long past `connectTimeout` the master waits for a via context's
- * answer to CONNECT, in ms: the via context stops the start at
- * `connectTimeout` and says so; one that does not is given up on.
- */
-const VIA_CONNECT_GRACE = 2000;
 
 /** Loggers kept for context names (`tendril:<name>` debug namespaces), least recently used dropped first. */
 const MAX_LOGGERS = 256;
@@ -220,13 +213,13 @@ export class MasterRouter extends CoreRouter {
       options: rest as Record<string, unknown>,
       taken: this.contextNamesStartingWith(`${method.name}${method.name === 'local' ? '.' : ':'}`),
     };
-    // The via context enforces connectTimeout itself; a via that never answers (hung, or hostile) is given up on a little later.
+    // The via context enforces connectTimeout itself and says so; one that never answers (hung, or hostile) is given up on STOP_GRACE later.
     const connectTimeout = (rest as CommonOptions).connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
     let info: ReadyInfo;
     try {
       info = await ask(this, via.id, CONNECT_SPEC, request, {
         what: `starting a ${method.name} context`,
-        timeout: connectTimeout + VIA_CONNECT_GRACE,
+        timeout: connectTimeout + STOP_GRACE,
       });
     } catch (error) {
       if (!(error instanceof TimeoutError)) throw error;
@@ -234,7 +227,7 @@ export class MasterRouter extends CoreRouter {
         `${method.name} via ${via.name}`,
         connectTimeout,
         '',
-        `waiting for context '${via.name}' to start it (it did not answer within connectTimeout and ${VIA_CONNECT_GRACE} ms more)`,
+        `waiting for context '${via.name}' to start it (it did not answer within connectTimeout and ${STOP_GRACE} ms more)`,
       );
     }
     // The intermediate names the new context; it may only name one in its own subtree.

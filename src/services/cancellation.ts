@@ -16,10 +16,9 @@
  * is not part of the core shipped to children.
  */
 import { TimeoutError } from '../core/errors.js';
-import { MAX_TIMER } from '../core/options.js';
+import { MAX_TIMER, STOP_GRACE } from '../core/options.js';
 
-/** How long a stopped operation waits for the other side to clean up before it settles anyway, in ms. */
-export const STOP_GRACE = 2000;
+export { STOP_GRACE };
 
 /** Options of a `Cancellation`. */
 export interface CancellationOptions {

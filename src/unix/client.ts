@@ -4,7 +4,7 @@ import { EventEmitter } from 'eventemitter3';
 import { Context } from '../core/context.js';
 import { ChannelError, TimeoutError } from '../core/errors.js';
 import { logger } from '../core/log.js';
-import { MAX_TIMER, milliseconds, optionsObject } from '../core/options.js';
+import { MAX_TIMER, milliseconds, optionsObject, STOP_GRACE } from '../core/options.js';
 import { Receiver, type ReceiverOptions } from '../core/receiver.js';
 import { Router as CoreRouter, type PreparedCall, ROUTER_SWITCH, type RouterWarning } from '../core/router.js';
 import { type ServiceName, type ServiceOptions, serviceName } from '../core/services.js';
@@ -18,9 +18,6 @@ import { type PeerCredentials, peerCredentials, userIds } from './peer-credentia
 import { type AcquiredRecord, type ContextRecord, type PeerApi, peerServiceName } from './peer-service.js';
 
 const debug = logger('listener');
-
-/** How long past an acquire's `timeout` a worker waits for the master's answer, in ms (the master applies the timeout itself). */
-const ACQUIRE_GRACE = 2000;
 
 /** Options of `connect()`. */
 export interface ConnectOptions {
@@ -197,7 +194,7 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
       const local =
         options.timeout === undefined
           ? { signal: options.signal }
-          : { signal: options.signal, timeout: Math.min(options.timeout + ACQUIRE_GRACE, MAX_TIMER) };
+          : { signal: options.signal, timeout: Math.min(options.timeout + STOP_GRACE, MAX_TIMER) };
       record = await this.#peer.callServiceWith(local, this.#service, 'acquire', token, onWire(target, 0), wire);
     } catch (error) {
       // An abandoned acquire may still succeed in the master: tell it to give the context back.
