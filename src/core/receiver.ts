@@ -23,14 +23,29 @@ export interface ReceiverOptions {
    */
   contextId?: number;
   /**
-   * How much may wait here unread, per Sender: each Sender made by
-   * `toSender()` keeps at most this many messages and bytes in flight, and
-   * a sender that runs past it is refused (its sends reject with
-   * `ChannelError`). A receiver fed by n Senders at once queues at most n
-   * times this. Default 1024 messages and 8 MiB.
+   * How much may wait here unread from each sending context: the Senders of
+   * one context aimed at this receiver keep at most this many messages and
+   * bytes in flight, all together, however many there are (they share one
+   * window, see `Sender`), and a context that runs past it has the excess
+   * refused (that Sender's sends reject with `ChannelError`). A receiver
+   * holds at most one window per sending context, and what the contexts
+   * behind one child queue here counts toward that child's
+   * `maxHeldBytes` (Router option): past it their values are refused the
+   * same way, naming `maxHeldBytes`. Default 1024 messages and 8 MiB.
    */
   highWaterMark?: Partial<HighWaterMark>;
 }
+
+/**
+ * Gives back what a receiver that ended with values unread still had
+ * charged to other contexts' accounts, once it has been collected: nobody
+ * can read them any more. Where the runtime has no FinalizationRegistry
+ * (Node before 14.6), that charge stays until the child's stream closes.
+ */
+const collected =
+  typeof FinalizationRegistry === 'function'
+    ? new FinalizationRegistry<ReceiveWindow>((window) => window.releaseAll())
+    : undefined;
 
 interface Waiter {
   resolve: (message: Message) => void;
@@ -57,7 +72,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   readonly handle: number;
   /** The router it is registered with. */
   readonly router: Router;
-  /** The window each of its Senders keeps to. */
+  /** The window each sending context keeps to, with all its Senders of this receiver together. */
   readonly highWaterMark: Readonly<HighWaterMark>;
   private readonly queue: Message[] = [];
   private readonly waiters: Waiter[] = [];
@@ -102,9 +117,10 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
       onClose: (error) => this.finish(error),
     });
     this.window = new ReceiveWindow(core, this.handle, this.highWaterMark);
+    collected?.register(this, this.window);
   }
 
-  /** True once closed; queued values can still be read. */
+  /** True once closed; values queued before its Senders closed can still be read (`close()` drops them). */
   get closed(): boolean {
     return this.closedWith !== undefined;
   }
@@ -223,13 +239,15 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   }
 
   /**
-   * Stops receiving; pending and later `get()` calls reject with
-   * `ChannelError`. The Senders still feeding it are told, so their pending
-   * and later sends reject with `ChannelError` too, also one waiting for credit.
+   * Stops receiving and drops the values still queued; pending and later
+   * `get()` calls reject with `ChannelError`. The Senders still feeding it
+   * are told, so their pending and later sends reject with `ChannelError`
+   * too, also one waiting for credit.
    */
   close(): void {
     this.closedByUser = true;
     this.router.removeHandler(this.handle);
+    this.queue.length = 0;
     this.window.closeAll(`receiver on handle ${this.handle} in context '${this.router.name}' was closed`);
     this.finish(new ChannelError(this.router.name, this.router.id, `receiver on handle ${this.handle} was closed`));
   }
@@ -255,8 +273,8 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
     }
     const refused = this.window.admit(message);
     if (refused) {
-      this.router.warn('flood', `${this.router.name}: ${refused}; dropped its message`);
-      this.router.deadReply(message, refused, stream);
+      this.router.deadReply(message, refused.reason, stream);
+      if (refused.senderRefused) this.onSenderRefused(message.src, refused.reason);
       return;
     }
     if (message.src !== this.router.id) this.watchDisconnects();
@@ -277,12 +295,25 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
    * Senders, it ends when the last of those has closed; otherwise at once.
    */
   private onSenderClosed(message: Message): void {
-    this.window.closed(message);
+    if (!this.window.closed(message)) return;
     const error = new ChannelError(this.router.nameOf(message.src), message.src, deadReason(message));
     if (this.leaseCount > 0) {
       if (!this.release(message.src) || this.leaseCount > 0) return;
     }
     this.end(this.lost ?? error);
+  }
+
+  /**
+   * A Sender of `src` was refused for good (its dead reply fails it, so it
+   * will not close): when a call to `src` carried a Sender of this
+   * receiver, that is its end, and the reader learns, once the receiver
+   * ends, that values were refused. A Sender nobody said would come just
+   * has its values dropped.
+   */
+  private onSenderRefused(src: number, reason: string): void {
+    if (!this.release(src)) return;
+    this.lost ??= new ChannelError(this.router.nameOf(src), src, `values it sent were refused: ${reason}`);
+    if (this.leaseCount === 0) this.end(this.lost);
   }
 
   /** A context went away: if it owed this receiver a close, the receiver ends with why, once the others are done. */
@@ -310,6 +341,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
 
   private end(error: TendrilError): void {
     this.router.removeHandler(this.handle);
+    this.window.forgetAll();
     this.finish(error);
   }
 
