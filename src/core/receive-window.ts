@@ -34,7 +34,7 @@ interface Peer {
 }
 
 /** Why a message was refused: the reason its dead reply carries. */
-export interface Refusal {
+export interface WindowRefusal {
   reason: string;
   /** True when its Sender is refused for good (it was told, and its later messages are dropped). */
   senderRefused: boolean;
@@ -86,7 +86,7 @@ export class ReceiveWindow {
    * reported as `flood` warnings here; the account reports its own, as
    * `quota`.
    */
-  admit(message: Message): Refusal | undefined {
+  admit(message: Message): WindowRefusal | undefined {
     const { src } = message;
     let peer = this.peers.get(src);
     if (!peer) {
@@ -266,7 +266,7 @@ export class ReceiveWindow {
   }
 
   /** Refuses a message past a bound of this receiver's (and its Sender, if given), with a `flood` warning. */
-  private flood(peer: Peer, source: Source | undefined, reason: string): Refusal {
+  private flood(peer: Peer, source: Source | undefined, reason: string): WindowRefusal {
     const senderRefused = source !== undefined && this.refuse(peer, source);
     this.router.warn('flood', `${this.router.name}: ${reason}; dropped its message`);
     return this.forgetIfEmpty(peer, { reason, senderRefused });
