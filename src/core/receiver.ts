@@ -56,7 +56,9 @@ interface Waiter {
 /**
  * The receiving end of a one-way channel: a handle in this context whose
  * messages queue up until read with `get()` or `for await`, under flow
- * control (see `highWaterMark`: its Senders wait rather than fill it).
+ * control (see `highWaterMark`: its Senders wait rather than fill it; it
+ * holds at most one window per sending context, and what the contexts
+ * behind one child queue here is bounded by that child's `maxHeldBytes`).
  *
  * It closes when `close()` is called; when the context given as
  * `contextId` disconnects; and when its Sender closes it. A Sender of this
