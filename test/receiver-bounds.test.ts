@@ -84,8 +84,23 @@ function floodReceiver(
   return frames;
 }
 
-/** Shipped: sends `count` values `{ who, i, pad }` (pad of `size` bytes), each awaited; says how many went, and why it stopped if it did. */
-async function produceTagged(out: Sender<unknown>, who: number, count: number, size: number): Promise<string> {
+/**
+ * Shipped: sends `count` values `{ who, i, pad }` (pad of `size` bytes),
+ * each awaited; says how many went, and why it stopped if it did. With
+ * `gated`, first waits until `globalThis.go()` is called there.
+ */
+async function produceTagged(
+  out: Sender<unknown>,
+  who: number,
+  count: number,
+  size: number,
+  gated = false,
+): Promise<string> {
+  if (gated) {
+    await new Promise<void>((resolve) => {
+      (globalThis as { go?: () => void }).go = resolve;
+    });
+  }
   let sent = 0;
   try {
     for (; sent < count; sent++) await out.send({ who, i: sent, pad: Buffer.alloc(size, who) });
@@ -167,6 +182,32 @@ describe('what a receiver in the master holds', { timeout: 180_000 }, () => {
     assert.ok(most <= 10, `at most one window was queued (${most} values)`);
     assert.deepEqual(await Promise.all(calls), Array(8).fill('30 sent'));
     assert.deepEqual([...next.values()], Array(8).fill(30));
+    assert.deepEqual(
+      warnings.slice(before).filter((w) => w.code === 'flood' || w.code === 'quota'),
+      [],
+      'nothing was refused',
+    );
+  });
+
+  test('a Sender that closes with values unread frees its share of the window for the other Senders of its context: none is refused', async () => {
+    const before = warnings.length;
+    const receiver = new Receiver<{ who: number; i: number; pad: Buffer }>(router, { highWaterMark: { messages: 4 } });
+    // The second call holds its Sender (so the receiver stays open) until told to go.
+    const second = child.call(produceTagged, receiver.toSender() as Sender<unknown>, 1, 10, 10, true);
+    const first = child.call(produceTagged, receiver.toSender() as Sender<unknown>, 0, 4, 10);
+    // Its four values fill the window; the call returns and its Sender closes, nothing read.
+    assert.equal(await first, '4 sent');
+    await waitFor(() => receiver.queued === 4, 10_000);
+    await child.call(() => (globalThis as { go?: () => void }).go?.());
+    // The close took the first Sender's values out of the window at both ends: the second sends a window of its own.
+    await waitFor(() => receiver.queued === 8, 10_000);
+    const next = new Map<number, number>();
+    for await (const value of receiver) {
+      assert.equal(value.i, next.get(value.who) ?? 0);
+      next.set(value.who, value.i + 1);
+    }
+    assert.equal(await second, '10 sent');
+    assert.deepEqual([next.get(0), next.get(1)], [4, 10]);
     assert.deepEqual(
       warnings.slice(before).filter((w) => w.code === 'flood' || w.code === 'quota'),
       [],
