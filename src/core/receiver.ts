@@ -67,7 +67,9 @@ interface Waiter {
  * before are read first): one receiver can gather values from many calls.
  * A context holding such a Sender, or that has sent values and not closed,
  * that disconnects ends the receiver with a `ChannelError` naming the
- * context and why, once the others have closed.
+ * context and why, once the others have closed; so does such a Sender
+ * whose values the receiver refused (past the window, or past its child's
+ * `maxHeldBytes`), the error saying so.
  */
 export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   /** The handle this receiver listens on. */
