@@ -35,6 +35,7 @@ interface Peer {
 
 /** Why a message was refused: the reason its dead reply carries. */
 export interface WindowRefusal {
+  /** What the dead reply says: the bound passed (the window, the Senders per context, or `maxHeldBytes`) and by whom. */
   reason: string;
   /** True when its Sender is refused for good (it was told, and its later messages are dropped). */
   senderRefused: boolean;
