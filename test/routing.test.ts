@@ -7,11 +7,40 @@ import {
   type LogRecord,
   Router,
   type RouterWarning,
+  type Sender,
 } from 'tendril';
-import { ADD_ROUTE, CALL_FUNCTION, encode, GET_MODULE, ROUTE_PRESSURE } from '#dist/internal.js';
+import { ADD_ROUTE, CALL_FUNCTION, DEL_ROUTE, encode, GET_MODULE, ROUTE_PRESSURE } from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
+
+type Core = typeof import('#dist/core/index.js');
+
+/**
+ * Shipped: writes `frame` (built with a reply-to of 0) on the child's own
+ * stream (fd 4), with the reply-to handle of a receiver made here, and
+ * returns the decoded reply that receiver gets. `probe` only lends the
+ * child's router.
+ */
+async function askRaw(probe: Sender<never>, frame: Uint8Array): Promise<unknown> {
+  const core = require('tendril:core') as Core;
+  const fs = require('node:fs') as typeof import('node:fs');
+  const receiver = new core.Receiver(probe.router);
+  try {
+    const bytes = Buffer.from(frame);
+    bytes.writeUInt32BE(receiver.handle, 20);
+    for (let offset = 0; offset < bytes.length; ) {
+      try {
+        offset += fs.writeSync(4, bytes, offset);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error;
+      }
+    }
+    return await receiver.get(10_000);
+  } finally {
+    receiver.close();
+  }
+}
 
 function nextWarning(router: Router, code: RouterWarning['code']): Promise<RouterWarning> {
   return new Promise((resolve) => {
@@ -92,10 +121,45 @@ describe('trust between contexts', () => {
 
   test('a child cannot announce a route to another subtree', async () => {
     const warned = nextWarning(router, 'bad-route');
+    const failed: RouterWarning[] = [];
+    const listener = (warning: RouterWarning) => warning.code === 'handler' && failed.push(warning);
+    router.on('warning', listener);
     await b.call(writeBytes, frameBytes({ dst: 0, src: b.id, handle: ADD_ROUTE }, encode([a.id, 'hijacked'])));
     assert.match((await warned).message, new RegExp(`refused ADD_ROUTE for context ${a.id} from stream b`));
+    await b.call(() => null);
+    router.off('warning', listener);
+    assert.deepEqual(failed, [], 'the refusal is reported once, not again as a failed handler');
     assert.equal(await a.call(() => process.pid), a.info.pid, 'calls to a still reach a');
   });
+
+  for (const [handleName, handle, request, reason] of [
+    ['ADD_ROUTE', ADD_ROUTE, 'hijacked', 'that ID does not belong to its subtree'],
+    ['DEL_ROUTE', DEL_ROUTE, 'gone', 'that context is not reached through it'],
+    ['ROUTE_PRESSURE', ROUTE_PRESSURE, 1, 'that context is not reached through it'],
+  ] as const) {
+    test(`a refused ${handleName} that asks for a reply is answered with RouteRefusedError, never success, and warned once`, async () => {
+      const seen: RouterWarning[] = [];
+      const listener = (warning: RouterWarning) => seen.push(warning);
+      router.on('warning', listener);
+      const frame = frameBytes({ dst: 0, src: b.id, handle }, encode([a.id, request]));
+      const reply = await b.call(askRaw, router.receiver<never>().toSender(), frame);
+      // A call made after the request: its reply came later on the same stream.
+      await b.call(() => null);
+      router.off('warning', listener);
+      assert.ok(Array.isArray(reply), `a reply envelope (${JSON.stringify(reply)})`);
+      const [status, error] = reply as [number, { name: string; message: string; code: string }];
+      assert.equal(status, 1, `the reply is a failure, not ${JSON.stringify(reply)}`);
+      assert.equal(error.name, 'RouteRefusedError');
+      assert.equal(error.code, 'ERR_TENDRIL_ROUTE_REFUSED');
+      assert.equal(error.message, `refused ${handleName} for context ${a.id} from stream b: ${reason}`);
+      assert.deepEqual(
+        seen.map((warning) => [warning.code, warning.message]),
+        [['bad-route', `master: ${error.message}`]],
+        'one warning for the refusal',
+      );
+      assert.equal(await a.call(() => process.pid), a.info.pid, 'calls to a still reach a');
+    });
+  }
 
   test('a child cannot hold calls to another subtree with ROUTE_PRESSURE', async () => {
     await b.call(writeBytes, frameBytes({ dst: 0, src: b.id, handle: ROUTE_PRESSURE }, encode([a.id, 1])));

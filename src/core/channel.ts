@@ -161,7 +161,8 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
    */
   [CALL_SETTLED](): void {
     this.close();
-    this.receiver?.close();
+    // What the other end sent before its call settled is still read.
+    this.receiver?.closeInput();
   }
 
   /**

@@ -23,14 +23,29 @@ export interface ReceiverOptions {
    */
   contextId?: number;
   /**
-   * How much may wait here unread, per Sender: each Sender made by
-   * `toSender()` keeps at most this many messages and bytes in flight, and
-   * a sender that runs past it is refused (its sends reject with
-   * `ChannelError`). A receiver fed by n Senders at once queues at most n
-   * times this. Default 1024 messages and 8 MiB.
+   * How much may wait here unread from each sending context: the Senders of
+   * one context aimed at this receiver keep at most this many messages and
+   * bytes in flight, all together, however many there are (they share one
+   * window, see `Sender`), and a context that runs past it has the excess
+   * refused (that Sender's sends reject with `ChannelError`). A receiver
+   * holds at most one window per sending context, and what the contexts
+   * behind one child queue here counts toward that child's
+   * `maxHeldBytes` (Router option): past it their values are refused the
+   * same way, naming `maxHeldBytes`. Default 1024 messages and 8 MiB.
    */
   highWaterMark?: Partial<HighWaterMark>;
 }
+
+/**
+ * Gives back what a receiver that ended with values unread still had
+ * charged to other contexts' accounts, once it has been collected: nobody
+ * can read them any more. Where the runtime has no FinalizationRegistry
+ * (Node before 14.6), that charge stays until the child's stream closes.
+ */
+const collected =
+  typeof FinalizationRegistry === 'function'
+    ? new FinalizationRegistry<ReceiveWindow>((window) => window.releaseAll())
+    : undefined;
 
 interface Waiter {
   resolve: (message: Message) => void;
@@ -41,7 +56,9 @@ interface Waiter {
 /**
  * The receiving end of a one-way channel: a handle in this context whose
  * messages queue up until read with `get()` or `for await`, under flow
- * control (see `highWaterMark`: its Senders wait rather than fill it).
+ * control (see `highWaterMark`: its Senders wait rather than fill it; it
+ * holds at most one window per sending context, and what the contexts
+ * behind one child queue here is bounded by that child's `maxHeldBytes`).
  *
  * It closes when `close()` is called; when the context given as
  * `contextId` disconnects; and when its Sender closes it. A Sender of this
@@ -50,14 +67,16 @@ interface Waiter {
  * before are read first): one receiver can gather values from many calls.
  * A context holding such a Sender, or that has sent values and not closed,
  * that disconnects ends the receiver with a `ChannelError` naming the
- * context and why, once the others have closed.
+ * context and why, once the others have closed; so does such a Sender
+ * whose values the receiver refused (past the window, or past its child's
+ * `maxHeldBytes`), the error saying so.
  */
 export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   /** The handle this receiver listens on. */
   readonly handle: number;
   /** The router it is registered with. */
   readonly router: Router;
-  /** The window each of its Senders keeps to. */
+  /** The window each sending context keeps to, with all its Senders of this receiver together. */
   readonly highWaterMark: Readonly<HighWaterMark>;
   private readonly queue: Message[] = [];
   private readonly waiters: Waiter[] = [];
@@ -102,9 +121,10 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
       onClose: (error) => this.finish(error),
     });
     this.window = new ReceiveWindow(core, this.handle, this.highWaterMark);
+    collected?.register(this, this.window);
   }
 
-  /** True once closed; queued values can still be read. */
+  /** True once closed; values queued before its Senders closed can still be read (`close()` drops them). */
   get closed(): boolean {
     return this.closedWith !== undefined;
   }
@@ -223,14 +243,30 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   }
 
   /**
-   * Stops receiving; pending and later `get()` calls reject with
-   * `ChannelError`. The Senders still feeding it are told, so their pending
-   * and later sends reject with `ChannelError` too, also one waiting for credit.
+   * Stops receiving and drops the values still queued; pending and later
+   * `get()` calls reject with `ChannelError`. The Senders still feeding it
+   * are told, so their pending and later sends reject with `ChannelError`
+   * too, also one waiting for credit.
    */
   close(): void {
+    this.stopReceiving(true);
+  }
+
+  /**
+   * Stops receiving as `close()` does, but the values already queued are
+   * still read before the iteration ends (and stay charged until they
+   * are): what a Channel whose call has settled does with its input.
+   * @internal
+   */
+  closeInput(): void {
+    this.stopReceiving(false);
+  }
+
+  private stopReceiving(dropQueued: boolean): void {
     this.closedByUser = true;
     this.router.removeHandler(this.handle);
-    this.window.closeAll(`receiver on handle ${this.handle} in context '${this.router.name}' was closed`);
+    if (dropQueued) this.queue.length = 0;
+    this.window.closeAll(`receiver on handle ${this.handle} in context '${this.router.name}' was closed`, dropQueued);
     this.finish(new ChannelError(this.router.name, this.router.id, `receiver on handle ${this.handle} was closed`));
   }
 
@@ -255,8 +291,8 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
     }
     const refused = this.window.admit(message);
     if (refused) {
-      this.router.warn('flood', `${this.router.name}: ${refused}; dropped its message`);
-      this.router.deadReply(message, refused, stream);
+      this.router.deadReply(message, refused.reason, stream);
+      if (refused.senderRefused) this.onSenderRefused(message.src, refused.reason);
       return;
     }
     if (message.src !== this.router.id) this.watchDisconnects();
@@ -277,12 +313,25 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
    * Senders, it ends when the last of those has closed; otherwise at once.
    */
   private onSenderClosed(message: Message): void {
-    this.window.closed(message);
+    if (!this.window.closed(message)) return;
     const error = new ChannelError(this.router.nameOf(message.src), message.src, deadReason(message));
     if (this.leaseCount > 0) {
       if (!this.release(message.src) || this.leaseCount > 0) return;
     }
     this.end(this.lost ?? error);
+  }
+
+  /**
+   * A Sender of `src` was refused for good (its dead reply fails it, so it
+   * will not close): when a call to `src` carried a Sender of this
+   * receiver, that is its end, and the reader learns, once the receiver
+   * ends, that values were refused. A Sender nobody said would come just
+   * has its values dropped.
+   */
+  private onSenderRefused(src: number, reason: string): void {
+    if (!this.release(src)) return;
+    this.lost ??= new ChannelError(this.router.nameOf(src), src, `values it sent were refused: ${reason}`);
+    if (this.leaseCount === 0) this.end(this.lost);
   }
 
   /** A context went away: if it owed this receiver a close, the receiver ends with why, once the others are done. */
@@ -310,6 +359,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
 
   private end(error: TendrilError): void {
     this.router.removeHandler(this.handle);
+    this.window.forgetAll();
     this.finish(error);
   }
 

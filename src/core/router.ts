@@ -24,8 +24,8 @@ import {
 import { successReply } from './protocol/envelope.js';
 import { FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './protocol/handles.js';
 import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
-import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC } from './protocol/routes.js';
-import { serve } from './protocol/serve.js';
+import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC, RouteRefusedError } from './protocol/routes.js';
+import { type ServeOptions, serve } from './protocol/serve.js';
 import { RateLimit } from './rate-limit.js';
 import { CALL_SETTLED } from './sender.js';
 import type { ServiceDispatcher } from './services.js';
@@ -214,9 +214,34 @@ export class Router extends EventEmitter<RouterEvents> {
     this.maxMessageSize = identity.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
     this.holdings = new Holdings(this, identity.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES);
     this.names.set(this.id, this.name);
-    serve(this, ADD_ROUTE_SPEC, ([target, name], _message, stream) => this.onAddRoute(target, name, stream));
-    serve(this, DEL_ROUTE_SPEC, ([target, reason], _message, stream) => this.onDelRoute(target, reason, stream));
-    serve(this, ROUTE_PRESSURE_SPEC, ([target, on], _message, stream) => this.onPressure(target, on, stream));
+    // A refusal was reported as it was made (`refuseRoute`); any other failure is a handler's.
+    const routeRequests: ServeOptions = {
+      onUnanswered: (error, message) => {
+        if (error instanceof RouteRefusedError) return;
+        this.warn(
+          'handler',
+          `${this.name}: a route request from context ${message.src} failed: ${describeError(error)}`,
+        );
+      },
+    };
+    serve(
+      this,
+      ADD_ROUTE_SPEC,
+      ([target, name], _message, stream) => this.onAddRoute(target, name, stream),
+      routeRequests,
+    );
+    serve(
+      this,
+      DEL_ROUTE_SPEC,
+      ([target, reason], _message, stream) => this.onDelRoute(target, reason, stream),
+      routeRequests,
+    );
+    serve(
+      this,
+      ROUTE_PRESSURE_SPEC,
+      ([target, on], _message, stream) => this.onPressure(target, on, stream),
+      routeRequests,
+    );
     serve(this, CALL_SERVICE_SPEC, (request, message) => this.dispatchService(request, message), {
       // Senders and Channels passed to a service call end with it, as a call's do.
       onSettled: (message) => {
@@ -560,14 +585,18 @@ export class Router extends EventEmitter<RouterEvents> {
     );
   }
 
-  private onPressure(target: number, on: 0 | 1, stream: Stream | undefined): void {
+  private onPressure(target: number, on: 0 | 1, stream: Stream | undefined): null {
     // Only about a context routed through the child saying so: a child can hold calls to its own subtree, no other.
-    if (!stream || this.routes.get(target) !== stream) return;
+    if (!stream || this.routes.get(target) !== stream) {
+      this.refuseRoute('ROUTE_PRESSURE', target, stream, 'that context is not reached through it');
+    }
+    // Saying again what was said already changes nothing, and is no refusal.
     if (on === 1) {
-      if (this.congested.has(target)) return;
+      if (this.congested.has(target)) return null;
       this.congested.set(target, []);
-    } else if (!this.relieve(target)) return;
+    } else if (!this.relieve(target)) return null;
     this.sendPressure(target, on);
+    return null;
   }
 
   /** Ends the hold on calls to `target`; false when there was none. */
@@ -767,28 +796,35 @@ export class Router extends EventEmitter<RouterEvents> {
     this.emit('route', target, name);
   }
 
-  private onAddRoute(target: number, name: string, stream: Stream | undefined): void {
-    if (!stream) return;
-    if (!this.mayRoute(target, stream)) {
-      this.warn(
-        'bad-route',
-        `${this.name}: refused ADD_ROUTE for context ${target} from stream ${stream.name}: that ID does not belong to its subtree`,
-      );
-      return;
+  private onAddRoute(target: number, name: string, stream: Stream | undefined): null {
+    if (!stream || !this.mayRoute(target, stream)) {
+      this.refuseRoute('ADD_ROUTE', target, stream, 'that ID does not belong to its subtree');
     }
     if (this.routes.get(target) !== stream && (this.routeCounts.get(stream) ?? 0) >= MAX_ROUTES_PER_STREAM) {
-      this.warn(
-        'bad-route',
-        `${this.name}: refused ADD_ROUTE for context ${target} from stream ${stream.name}: it already announced ${MAX_ROUTES_PER_STREAM} contexts`,
-      );
-      return;
+      this.refuseRoute('ADD_ROUTE', target, stream, `it already announced ${MAX_ROUTES_PER_STREAM} contexts`);
     }
     this.addRoute(target, name, stream);
+    return null;
   }
 
-  private onDelRoute(target: number, reason: string, stream: Stream | undefined): void {
-    if (this.routes.get(target) !== stream) return;
+  private onDelRoute(target: number, reason: string, stream: Stream | undefined): null {
+    if (this.routes.get(target) !== stream) {
+      this.refuseRoute('DEL_ROUTE', target, stream, 'that context is not reached through it');
+    }
     this.deleteRoute(target, reason);
+    return null;
+  }
+
+  /**
+   * Refuses a child's request about the route to `target`: reported once,
+   * as a `bad-route` warning, and thrown, so that a request that asked for
+   * a reply is answered with the error, never with success.
+   * @throws RouteRefusedError always.
+   */
+  private refuseRoute(handleName: string, target: number, stream: Stream | undefined, reason: string): never {
+    const error = new RouteRefusedError(handleName, target, stream?.name ?? this.name, reason);
+    this.warn('bad-route', `${this.name}: ${error.message}`);
+    throw error;
   }
 
   private deleteRoute(target: number, streamReason: string): void {
@@ -879,6 +915,15 @@ export class Router extends EventEmitter<RouterEvents> {
   private describeDestination(message: Message): string {
     const name = HANDLE_NAMES[message.handle] ?? `handle ${message.handle}`;
     return `${name} in context '${this.nameOf(message.dst)}' (id ${message.dst})`;
+  }
+}
+
+/** What an error says, whatever was thrown. */
+function describeError(error: unknown): string {
+  try {
+    return error instanceof Error ? error.message : String(error);
+  } catch {
+    return 'an error that could not be described';
   }
 }
 

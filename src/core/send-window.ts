@@ -16,21 +16,103 @@ interface Pending {
 const RESOLVED = Promise.resolve();
 
 /**
+ * What the Senders of one context aimed at one receiver have in flight
+ * together. The receiver admits from a context one window, however many
+ * Senders (credit handles) it uses, so they share it: each counts what it
+ * sends here before it leaves, credit returned to any of them makes room
+ * for all, and the ones waiting go in turn, a message each, so none
+ * starves. Whatever leaves the receiver's count for a Sender (its close,
+ * its refusal) leaves this one too.
+ */
+class SharedWindow {
+  /** Messages and bytes sent by all members and not yet credited. */
+  messages = 0;
+  bytes = 0;
+  /** Members that have not closed or failed. */
+  members = 0;
+  /** Members with sends waiting for room, in turn. */
+  readonly waiting: SendWindow[] = [];
+  private pumping = false;
+
+  constructor(
+    private readonly registry: Map<string, SharedWindow>,
+    private readonly key: string,
+  ) {}
+
+  /** True when a member may send `size` bytes now, with its `window`: nobody waits before it, and it fits. */
+  hasRoom(window: Readonly<HighWaterMark>, size: number): boolean {
+    return this.waiting.length === 0 && fits(window, this.messages, this.bytes, size);
+  }
+
+  /** Sends what fits of what the members wait with, one message per member in turn. */
+  pump(): void {
+    // Credit for a receiver in this context can come back while a message is handed over.
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      for (;;) {
+        const member = this.waiting[0];
+        if (!member?.sendNext(this)) return;
+        // A member that closed or failed as it sent has left the line already.
+        if (this.waiting[0] !== member) continue;
+        this.waiting.shift();
+        if (member.isWaiting) this.waiting.push(member);
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** A member closed or failed: it takes its count along, and frees its room for the others. */
+  leave(member: SendWindow, messages: number, bytes: number): void {
+    this.messages -= messages;
+    this.bytes -= bytes;
+    const index = this.waiting.indexOf(member);
+    if (index !== -1) this.waiting.splice(index, 1);
+    if (--this.members === 0) this.registry.delete(this.key);
+    else this.pump();
+  }
+}
+
+/** The shared windows of each router, by receiver (`'<context>/<handle>'`). */
+const sharedWindows = new WeakMap<Router, Map<string, SharedWindow>>();
+
+function join(router: Router, dst: number, handle: number): SharedWindow {
+  let registry = sharedWindows.get(router);
+  if (!registry) {
+    registry = new Map();
+    sharedWindows.set(router, registry);
+  }
+  const key = `${dst}/${handle}`;
+  let shared = registry.get(key);
+  if (!shared) {
+    shared = new SharedWindow(registry, key);
+    registry.set(key, shared);
+  }
+  shared.members++;
+  return shared;
+}
+
+/**
  * The sending half of a Sender→Receiver credit window. Messages go out
- * while fewer than the receiver's high-water mark are in flight; past it
- * they wait here, in order, until the receiver's owner reads some and the
- * receiver returns credit to this window's credit handle (named in each
- * message's reply-to field). A dead message on that handle, or the
- * receiver's context going away, closes the window with `ChannelError`.
+ * while fewer than the receiver's high-water mark are in flight from this
+ * context to that receiver (all its Senders of it together, see
+ * `SharedWindow`); past it they wait here, in order, until the receiver's
+ * owner reads some and the receiver returns credit to a credit handle
+ * (each Sender has its own, named in its messages' reply-to field). A dead
+ * message on that handle, or the receiver's context going away, closes the
+ * window with `ChannelError`.
  */
 export class SendWindow {
-  /** Messages and bytes sent and not yet credited. */
+  /** Messages and bytes this Sender sent and that were not yet credited. */
   private messages = 0;
   private bytes = 0;
   private creditHandle = 0;
   private readonly pending: Pending[] = [];
+  private readonly shared: SharedWindow;
   private closing = false;
   private closeSent = false;
+  private left = false;
   private failure: TendrilError | undefined;
   private holding = false;
 
@@ -47,11 +129,18 @@ export class SendWindow {
     private readonly handle: number,
     private readonly auth: number,
     private readonly window: Readonly<HighWaterMark>,
-  ) {}
+  ) {
+    this.shared = join(router, dst, handle);
+  }
 
   /** True once closed by `close()` or by the receiver going away. */
   get closed(): boolean {
     return this.closing || this.failure !== undefined;
+  }
+
+  /** True while sends wait here for room. */
+  get isWaiting(): boolean {
+    return this.pending.length > 0 && this.failure === undefined;
   }
 
   /**
@@ -67,11 +156,12 @@ export class SendWindow {
         new ChannelError(this.router.nameOf(this.dst), this.dst, 'the sender was closed before this send'),
       );
     }
-    if (this.pending.length === 0 && fits(this.window, this.messages, this.bytes, data.length)) {
+    if (this.pending.length === 0 && this.shared.hasRoom(this.window, data.length)) {
       this.transmit(data);
       return this.failure ? rejected(this.failure) : RESOLVED;
     }
     const promise = new Promise<void>((resolve, reject) => this.pending.push({ data, resolve, reject }));
+    if (this.pending.length === 1) this.shared.waiting.push(this);
     this.hold(true);
     return handled(promise);
   }
@@ -96,8 +186,28 @@ export class SendWindow {
   abandon(error: TendrilError): void {
     if (this.failure) return;
     this.closing = true;
-    this.fail(error);
+    // The close goes before the room it frees is given to this context's other Senders.
     this.sendClose();
+    this.fail(error);
+  }
+
+  /**
+   * Sends the next waiting message if it fits `shared`; false when it does
+   * not (it waits for credit). Called by the shared window, in turn.
+   */
+  sendNext(shared: SharedWindow): boolean {
+    const next = this.pending[0];
+    if (!next || this.failure) return true;
+    if (!fits(this.window, shared.messages, shared.bytes, next.data.length)) return false;
+    this.pending.shift();
+    this.transmit(next.data);
+    if (this.failure) next.reject(this.failure);
+    else next.resolve();
+    if (this.pending.length === 0) {
+      this.hold(false);
+      if (this.closing && this.failure === undefined) this.sendClose();
+    }
+    return true;
   }
 
   private transmit(data: Uint8Array): void {
@@ -112,8 +222,11 @@ export class SendWindow {
         onClose: (error) => this.fail(error),
       });
     }
+    // Counted before it leaves: the receiver's count never exceeds this one.
     this.messages++;
     this.bytes += data.length;
+    this.shared.messages++;
+    this.shared.bytes += data.length;
     this.deliver(0, data);
   }
 
@@ -127,7 +240,9 @@ export class SendWindow {
     if (this.closeSent) return;
     this.closeSent = true;
     if (this.creditHandle !== 0) this.router.removeHandler(this.creditHandle);
+    // The close goes first: the room it frees is used by messages that arrive after it.
     this.deliver(FLAG_DEAD, encode(SENDER_CLOSED));
+    this.leave();
   }
 
   private onCredit(message: Message): void {
@@ -150,22 +265,13 @@ export class SendWindow {
     }
     // More credit than is in flight is the receiver's mistake, or a lie that
     // would only let this side send into a queue that is not there.
-    this.messages -= Math.min(credit[0] as number, this.messages);
-    this.bytes -= Math.min(credit[1] as number, this.bytes);
-    this.flush();
-  }
-
-  private flush(): void {
-    while (this.failure === undefined && this.pending.length > 0) {
-      const next = this.pending[0] as Pending;
-      if (!fits(this.window, this.messages, this.bytes, next.data.length)) return;
-      this.pending.shift();
-      this.transmit(next.data);
-      if (this.failure) next.reject(this.failure);
-      else next.resolve();
-    }
-    this.hold(false);
-    if (this.closing && this.failure === undefined) this.sendClose();
+    const messages = Math.min(credit[0] as number, this.messages);
+    const bytes = Math.min(credit[1] as number, this.bytes);
+    this.messages -= messages;
+    this.bytes -= bytes;
+    this.shared.messages -= messages;
+    this.shared.bytes -= bytes;
+    this.shared.pump();
   }
 
   private fail(error: TendrilError): void {
@@ -174,6 +280,17 @@ export class SendWindow {
     if (this.creditHandle !== 0) this.router.removeHandler(this.creditHandle);
     for (const waiting of this.pending.splice(0)) waiting.reject(error);
     this.hold(false);
+    this.leave();
+  }
+
+  /** Takes this Sender's count out of the shared window (the receiver does the same on its close or refusal). */
+  private leave(): void {
+    if (this.left) return;
+    this.left = true;
+    const { messages, bytes } = this;
+    this.messages = 0;
+    this.bytes = 0;
+    this.shared.leave(this, messages, bytes);
   }
 
   /** Keeps the event loop alive while sends wait for credit. */

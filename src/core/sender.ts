@@ -48,22 +48,25 @@ export interface SenderOptions {
    */
   authority?: number | undefined;
   /**
-   * The receiver's window: how much may be in flight before `send()` waits.
-   * Must match the receiver's `highWaterMark` (a receiver refuses a sender
-   * that runs past it); `Receiver.toSender()` fills it in. Default 1024
-   * messages and 8 MiB, the receivers' default.
+   * The receiver's window: how much this context may have in flight to
+   * the receiver, all its Senders of it together, before `send()` waits.
+   * Must match the receiver's `highWaterMark` (a receiver refuses a
+   * context that runs past it); `Receiver.toSender()` fills it in.
+   * Default 1024 messages and 8 MiB, the receivers' default.
    */
   highWaterMark?: Partial<HighWaterMark> | undefined;
 }
 
 /**
  * The sending end of a one-way channel: delivers values to a handle in a
- * context (a `Receiver` there), under flow control. Each Sender has a
- * credit window: `send()` resolves at once while fewer than the receiver's
- * `highWaterMark` messages (and bytes) are in flight, and otherwise when
- * the receiver's owner has read enough of them, so a slow reader slows its
- * producer, across any number of hops, instead of filling memory between
- * them.
+ * context (a `Receiver` there), under flow control. The Senders of one
+ * context aimed at one receiver share a credit window: `send()` resolves
+ * at once while fewer than the receiver's `highWaterMark` messages (and
+ * bytes) are in flight from this context to that receiver, and otherwise
+ * when the receiver's owner has read enough of them, so a slow reader
+ * slows its producers, across any number of hops, instead of filling
+ * memory between them. Each Sender keeps its own order; those waiting for
+ * room take turns, a value each.
  *
  * A Sender may itself be sent — as a call argument, say — and arrives bound
  * to the receiving context's router, so remote code can stream values back
@@ -94,7 +97,7 @@ export class Sender<T = unknown> {
    * decoded Sender came from (see `SenderOptions.authority`).
    */
   readonly authority: number;
-  /** The receiver's window this Sender keeps to. */
+  /** The receiver's window this Sender keeps to, with the other Senders of this context aimed at that receiver. */
   readonly highWaterMark: Readonly<HighWaterMark>;
   /** Set by `Receiver.toSender()`: the receiver in this context it feeds. */
   [LOCAL_RECEIVER]: LeaseHolder | undefined;
@@ -139,7 +142,9 @@ export class Sender<T = unknown> {
    * @returns a promise that resolves when the value has left this Sender
    *   (not when it was read), and rejects with `ChannelError` when the
    *   Sender is closed or the receiver is gone (closed, or its context
-   *   disconnected). Not awaiting it is safe: the rejection is then ignored.
+   *   disconnected) or refused it (this context ran past the receiver's
+   *   window, or past its account there: the reason names `maxHeldBytes`).
+   *   Not awaiting it is safe: the rejection is then ignored.
    * @throws UnsupportedValueError when the value cannot be sent (synchronously).
    * @throws MessageTooLargeError when it exceeds `maxMessageSize` (synchronously).
    */

@@ -1,10 +1,11 @@
 import { integer, optionsObject } from './options.js';
 
 /**
- * How much a Receiver queues, and so how far ahead of it each Sender may
- * run: a Sender waits once it has this much in flight (sent, and not yet
- * read by the receiver's owner). A Sender with nothing in flight may always
- * send one message, however large.
+ * How much a Receiver queues from each sending context, and so how far
+ * ahead of it the Senders of one context may run, all together: they wait
+ * once they have this much in flight (sent, and not yet read by the
+ * receiver's owner). With nothing in flight, one message may always be
+ * sent, however large.
  */
 export interface HighWaterMark {
   /** Messages. Default 1024. */
@@ -43,10 +44,13 @@ export function highWaterMark(value: Partial<HighWaterMark> | undefined, where: 
 
 /**
  * Whether one more message of `size` bytes fits a window that has
- * `messages` and `bytes` in flight. Sender and receiver apply the same
- * rule: the receiver's count never exceeds the sender's (credit is sent
- * before it is received, and messages arrive in order), so a sender that
- * keeps to it is never refused.
+ * `messages` and `bytes` in flight. The Senders of one context (together)
+ * and the receiver (for that context) apply the same rule to the same
+ * count: the receiver's never exceeds the senders' (a message is counted
+ * before it leaves, credit before it is sent, a Sender's close or refusal
+ * leaves both counts before the messages that follow it, and messages
+ * from one context arrive in order), so a context that keeps to it is
+ * never refused.
  */
 export function fits(window: HighWaterMark, messages: number, bytes: number, size: number): boolean {
   return messages === 0 || (messages < window.messages && bytes + size <= window.bytes);

@@ -12,7 +12,8 @@ export type RoutePressure = [contextId: number, congested: 0 | 1];
  * has drained. The parent holds calls to that descendant until it has,
  * and tells its own parent in turn, so calls wait where they are made
  * instead of in the middle. From a child stream only, about a context
- * routed through it; no reply.
+ * routed through it (anything else is refused with a `RouteRefusedError`);
+ * routers send it without asking for a reply, as ADD_ROUTE.
  */
 export const ROUTE_PRESSURE_SPEC: HandleSpec<RoutePressure, never> = {
   handle: ROUTE_PRESSURE,

@@ -1,3 +1,4 @@
+import { registerRemoteErrors, TendrilError } from '../errors.js';
 import { fromChildStream } from '../policy.js';
 import { contextId, MAX_TEXT_LENGTH, string, tuple } from './check.js';
 import { ADD_ROUTE, DEL_ROUTE } from './handles.js';
@@ -10,10 +11,11 @@ export type DelRoute = [contextId: number, reason: string];
 
 /**
  * ADD_ROUTE: a descendant became reachable through the stream this came
- * in on. From a child stream only; no reply. The router checks the ID may
- * be announced there.
+ * in on. From a child stream only. Routers send it without asking for a
+ * reply; one that asks gets `null`, or, when the ID may not be announced
+ * there, a `RouteRefusedError`.
  */
-export const ADD_ROUTE_SPEC: HandleSpec<AddRoute, never> = {
+export const ADD_ROUTE_SPEC: HandleSpec<AddRoute, null> = {
   handle: ADD_ROUTE,
   name: 'ADD_ROUTE',
   policy: fromChildStream,
@@ -23,8 +25,12 @@ export const ADD_ROUTE_SPEC: HandleSpec<AddRoute, never> = {
   },
 };
 
-/** DEL_ROUTE: a descendant is no longer reachable. From a child stream only; no reply. */
-export const DEL_ROUTE_SPEC: HandleSpec<DelRoute, never> = {
+/**
+ * DEL_ROUTE: a descendant is no longer reachable. From a child stream
+ * only, about a context routed through it (anything else is refused with
+ * a `RouteRefusedError`); replies as ADD_ROUTE.
+ */
+export const DEL_ROUTE_SPEC: HandleSpec<DelRoute, null> = {
   handle: DEL_ROUTE,
   name: 'DEL_ROUTE',
   policy: fromChildStream,
@@ -33,3 +39,41 @@ export const DEL_ROUTE_SPEC: HandleSpec<DelRoute, never> = {
     return [contextId(id, 'contextId'), string(reason, 'reason', MAX_TEXT_LENGTH)];
   },
 };
+
+/**
+ * A child's ADD_ROUTE, DEL_ROUTE or ROUTE_PRESSURE about a context ID was
+ * refused: the ID is not its to announce, withdraw or hold (it belongs to
+ * another subtree, to this context or an ancestor), or the child announced
+ * too many. The router reports it once, as a `bad-route` warning, and
+ * answers a request that asked for a reply with this error; nothing
+ * changes. Code `ERR_TENDRIL_ROUTE_REFUSED`.
+ */
+export class RouteRefusedError extends TendrilError {
+  /** The request refused: `'ADD_ROUTE'`, `'DEL_ROUTE'` or `'ROUTE_PRESSURE'`. */
+  readonly handleName: string;
+  /** The context ID the request was about. */
+  readonly target: number;
+  /** Name of the child stream it came from. */
+  readonly contextName: string;
+  /** Why it was refused. */
+  readonly reason: string;
+
+  /**
+   * @param handleName the request refused.
+   * @param target the context ID it was about.
+   * @param contextName the child stream it came from.
+   * @param reason why, e.g. `'that ID does not belong to its subtree'`.
+   */
+  constructor(handleName: string, target: number, contextName: string, reason: string) {
+    super(
+      `refused ${handleName} for context ${target} from stream ${contextName}: ${reason}`,
+      'ERR_TENDRIL_ROUTE_REFUSED',
+    );
+    this.handleName = handleName;
+    this.target = target;
+    this.contextName = contextName;
+    this.reason = reason;
+  }
+}
+
+registerRemoteErrors({ RouteRefusedError });

@@ -243,8 +243,9 @@ export function createReadStream(context: Context, path: string): Readable {
       pull(this).catch((error: unknown) => this.destroy(error as Error));
     },
     destroy(error, callback) {
-      // Stop the sender and wait for its call to end, so nothing is left reading there: the grace at most.
-      channel[CALL_SETTLED]();
+      // Stop the sender, drop what it sent and nobody will read, and wait for its call to end, so
+      // nothing is left reading there: the grace at most.
+      channel[ABANDON](new ChannelError(context.name, context.id, `the ${what} was destroyed`));
       cancel.cancel(error);
       const done = () => callback(error);
       cancel.settle(call).then(done, done);

@@ -6,10 +6,10 @@
 import { basename } from 'node:path';
 import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, Context, routerOf } from '../../core/context.js';
-import { InvalidOptionError } from '../../core/errors.js';
+import { ChannelError, InvalidOptionError } from '../../core/errors.js';
 import { abortSignal, MAX_TIMER, milliseconds, optionsObject } from '../../core/options.js';
 import type { Router as CoreRouter } from '../../core/router.js';
-import { CALL_SETTLED } from '../../core/sender.js';
+import { ABANDON, CALL_SETTLED } from '../../core/sender.js';
 import { Cancellation } from '../cancellation.js';
 import { FileTransferError, fileError } from './errors.js';
 import {
@@ -316,11 +316,13 @@ export async function fetch(
   };
   if (checked.mode !== undefined) sinkOptions.mode = checked.mode;
   const receiving = receiveInto(channel[Symbol.asyncIterator](), localPath, core.name, sinkOptions);
-  // Once the sink has stopped (its input always ends: every way out closes the channel), it charges no more.
-  receiving.then(
-    () => holding.close(),
-    () => holding.close(),
-  );
+  // Once the sink has stopped (its input always ends: every way out closes the channel), it charges no
+  // more and reads nothing more: what the child sent past the point it failed is dropped, not kept.
+  const sinkDone = () => {
+    holding.close();
+    channel[ABANDON](new ChannelError(context.name, context.id, `the ${what} has ended`));
+  };
+  receiving.then(sinkDone, sinkDone);
   try {
     const result = await cancel.settle(
       (async () => {

@@ -1,0 +1,361 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { ChannelError, type Context, Receiver, Router, type RouterWarning, type Sender } from 'tendril';
+import { encode } from '#dist/internal.js';
+import { switchOf } from './support/internals.js';
+import { waitFor } from './support/procs.js';
+
+/**
+ * What a Receiver in the master may be made to hold by the contexts that
+ * feed it: one window per sending context however many Senders (credit
+ * handles) it names, and everything the contexts behind one child queue at
+ * most that child's `maxHeldBytes`. Attacks are raw frames written by the
+ * child on its own stream (fd 4), as a compromised child could.
+ */
+
+const MiB = 1024 * 1024;
+
+/** Forces a full garbage collection; `--expose-gc` is not needed. */
+function collector(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
+/** What this process holds after a full collection: the heap, and the buffers outside it (message payloads). */
+function heldAfterGc(gc: () => void): number {
+  gc();
+  gc();
+  const usage = process.memoryUsage();
+  return usage.heapUsed + usage.arrayBuffers;
+}
+
+/**
+ * Shipped to a child (self-contained): writes, for each of `sources`
+ * credit handles (`firstCredit`, `firstCredit + 1`...), `perSource` frames
+ * carrying `payload` to `handle` of context `dst`, from context `src`, on
+ * its stream to the parent (fd 4), synchronously; with `closeEach`, each
+ * source then closes (a dead message on its credit handle), as a Sender
+ * does. Returns the frames written.
+ */
+function floodReceiver(
+  src: number,
+  dst: number,
+  handle: number,
+  payload: Uint8Array,
+  sources: number,
+  perSource: number,
+  firstCredit: number,
+  closeEach: boolean,
+): number {
+  const fs = require('node:fs') as typeof import('node:fs');
+  const frame = (replyTo: number, flags: number, data: Uint8Array) => {
+    const header = Buffer.alloc(28);
+    header.writeUInt16BE(0x7464, 0);
+    header[2] = 1;
+    header[3] = flags;
+    header.writeUInt32BE(dst, 4);
+    header.writeUInt32BE(src, 8);
+    header.writeUInt32BE(src, 12);
+    header.writeUInt32BE(handle, 16);
+    header.writeUInt32BE(replyTo, 20);
+    header.writeUInt32BE(data.length, 24);
+    return Buffer.concat([header, data]);
+  };
+  const write = (bytes: Buffer) => {
+    for (let offset = 0; offset < bytes.length; ) {
+      try {
+        offset += fs.writeSync(4, bytes, offset);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error;
+      }
+    }
+  };
+  // msgpack for the string 'closed by sender' (fixstr of 16 bytes).
+  const closed = Buffer.concat([Buffer.from([0xb0]), Buffer.from('closed by sender')]);
+  let frames = 0;
+  for (let s = 0; s < sources; s++) {
+    const data = frame(firstCredit + s, 0, Buffer.from(payload));
+    for (let i = 0; i < perSource; i++, frames++) write(data);
+    if (closeEach) write(frame(firstCredit + s, 1, closed));
+  }
+  return frames;
+}
+
+/**
+ * Shipped: sends `count` values `{ who, i, pad }` (pad of `size` bytes),
+ * each awaited; says how many went, and why it stopped if it did. With
+ * `gated`, first waits until `globalThis.go()` is called there.
+ */
+async function produceTagged(
+  out: Sender<unknown>,
+  who: number,
+  count: number,
+  size: number,
+  gated = false,
+): Promise<string> {
+  if (gated) {
+    await new Promise<void>((resolve) => {
+      (globalThis as { go?: () => void }).go = resolve;
+    });
+  }
+  let sent = 0;
+  try {
+    for (; sent < count; sent++) await out.send({ who, i: sent, pad: Buffer.alloc(size, who) });
+    return `${sent} sent`;
+  } catch (error) {
+    return `${sent} sent, then ${(error as Error).name}: ${(error as Error).message}`;
+  }
+}
+
+/** A value the floods carry: about 1 MiB encoded, so that eight fill a default window (8 MiB). */
+const FLOOD_VALUE = encode(Buffer.alloc(MiB - 64, 0x66));
+
+describe('what a receiver in the master holds', { timeout: 180_000 }, () => {
+  let router: Router;
+  let child: Context;
+  const warnings: RouterWarning[] = [];
+  before(async () => {
+    router = new Router();
+    router.on('warning', (warning) => warnings.push(warning));
+    child = await router.local({ name: 'flooder' });
+  });
+  after(() => router.shutdown());
+
+  test('a child naming many credit handles queues at most one window in a master receiver', async () => {
+    const gc = collector();
+    const receiver = new Receiver<Buffer>(router);
+    const baseline = heldAfterGc(gc);
+    // 48 credit handles, each sending a full window: 384 MiB if each handle had a window of its own.
+    const written = await child.call(
+      floodReceiver,
+      child.id,
+      0,
+      receiver.handle,
+      FLOOD_VALUE,
+      48,
+      8,
+      0x7000_0000,
+      false,
+    );
+    assert.equal(written, 48 * 8);
+    const growth = heldAfterGc(gc) - baseline;
+    assert.ok(
+      growth <= 8 * MiB + 4 * MiB,
+      `the master holds ${(growth / MiB).toFixed(1)} MiB more, ${receiver.queued} values queued (at most one window, 8 MiB)`,
+    );
+    assert.ok(receiver.queued <= 8, `${receiver.queued} values queued (a window holds 8)`);
+    assert.ok(
+      warnings.some((w) => w.code === 'flood' && /ran past the window/.test(w.message)),
+      'the excess is refused with a flood warning',
+    );
+    receiver.close();
+    assert.equal(await child.call(() => 'still here'), 'still here');
+  });
+
+  test('one context with 8 Senders of one receiver streams to a slow reader: nothing is refused, all values arrive, and the receiver never holds more than one window from it', async () => {
+    const before = warnings.length;
+    const size = 100_000;
+    // Ten values of 100 kB fill this window.
+    const receiver = new Receiver<{ who: number; i: number; pad: Buffer }>(router, {
+      highWaterMark: { messages: 1000, bytes: MiB },
+    });
+    const calls = Array.from({ length: 8 }, (_, who) =>
+      child.call(produceTagged, receiver.toSender() as Sender<unknown>, who, 30, size),
+    );
+    await waitFor(() => receiver.queued >= 10, 10_000);
+    // Nothing more comes while nobody reads: the eight Senders share the window.
+    await sleep(300);
+    assert.equal(receiver.queued, 10, 'the receiver holds one window (ten values), not eight');
+    const next = new Map<number, number>();
+    let most = 0;
+    for await (const value of receiver) {
+      most = Math.max(most, receiver.queued + 1);
+      assert.equal(value.pad.length, size);
+      assert.equal(value.i, next.get(value.who) ?? 0, `values of Sender ${value.who} arrive in order`);
+      next.set(value.who, value.i + 1);
+      // A slow reader.
+      if (value.i % 10 === 0) await sleep(5);
+    }
+    assert.ok(most <= 10, `at most one window was queued (${most} values)`);
+    assert.deepEqual(await Promise.all(calls), Array(8).fill('30 sent'));
+    assert.deepEqual([...next.values()], Array(8).fill(30));
+    assert.deepEqual(
+      warnings.slice(before).filter((w) => w.code === 'flood' || w.code === 'quota'),
+      [],
+      'nothing was refused',
+    );
+  });
+
+  test('a Sender that closes with values unread frees its share of the window for the other Senders of its context: none is refused', async () => {
+    const before = warnings.length;
+    const receiver = new Receiver<{ who: number; i: number; pad: Buffer }>(router, { highWaterMark: { messages: 4 } });
+    // The second call holds its Sender (so the receiver stays open) until told to go.
+    const second = child.call(produceTagged, receiver.toSender() as Sender<unknown>, 1, 10, 10, true);
+    const first = child.call(produceTagged, receiver.toSender() as Sender<unknown>, 0, 4, 10);
+    // Its four values fill the window; the call returns and its Sender closes, nothing read.
+    assert.equal(await first, '4 sent');
+    await waitFor(() => receiver.queued === 4, 10_000);
+    await child.call(() => (globalThis as { go?: () => void }).go?.());
+    // The close took the first Sender's values out of the window at both ends: the second sends a window of its own.
+    await waitFor(() => receiver.queued === 8, 10_000);
+    const next = new Map<number, number>();
+    for await (const value of receiver) {
+      assert.equal(value.i, next.get(value.who) ?? 0);
+      next.set(value.who, value.i + 1);
+    }
+    assert.equal(await second, '10 sent');
+    assert.deepEqual([next.get(0), next.get(1)], [4, 10]);
+    assert.deepEqual(
+      warnings.slice(before).filter((w) => w.code === 'flood' || w.code === 'quota'),
+      [],
+      'nothing was refused',
+    );
+  });
+});
+
+describe('what the contexts behind one child make a receiver hold, together', { timeout: 180_000 }, () => {
+  const maxHeldBytes = 16 * MiB;
+  let router: Router;
+  const warnings: RouterWarning[] = [];
+  before(() => {
+    router = new Router({ maxHeldBytes });
+    router.on('warning', (warning) => warnings.push(warning));
+  });
+  after(() => router.shutdown());
+
+  test('contexts behind one child that each stream a window into one receiver are bounded by its maxHeldBytes: the Senders past it close with ChannelError naming maxHeldBytes', async () => {
+    const relay = await router.local({ name: 'relay' });
+    const grandchildren = await Promise.all(
+      [1, 2, 3, 4].map((n) => router.local({ name: `streamer-${n}`, via: relay })),
+    );
+    const receiver = new Receiver<{ who: number; i: number; pad: Buffer }>(router);
+    // Four windows of 8 MiB would be 32 MiB: the account stops them at 16.
+    const calls = grandchildren.map((grandchild, who) =>
+      grandchild.call(produceTagged, receiver.toSender() as Sender<unknown>, who, 12, MiB - 64),
+    );
+    await waitFor(() => warnings.some((w) => w.code === 'quota'), 20_000);
+    const held = switchOf(router).holdings.snapshot().get(relay.id) ?? 0;
+    assert.ok(held <= maxHeldBytes, `the relay's account holds ${held} bytes (at most ${maxHeldBytes})`);
+    assert.ok(receiver.queued <= 16, `${receiver.queued} values of 1 MiB queued`);
+    const next = new Map<number, number>();
+    const ended = await (async () => {
+      try {
+        for await (const value of receiver) {
+          assert.equal(value.i, next.get(value.who) ?? 0, `values of grandchild ${value.who} arrive in order`);
+          next.set(value.who, value.i + 1);
+        }
+        return 'the loop ended without an error';
+      } catch (error) {
+        return error;
+      }
+    })();
+    assert.ok(
+      ended instanceof ChannelError && /values it sent were refused: .*maxHeldBytes/.test(ended.message),
+      `the reader learns that values were refused (${ended})`,
+    );
+    const outcomes = await Promise.all(calls);
+    const refused = outcomes.filter((outcome) => /ChannelError: .*maxHeldBytes/.test(outcome));
+    assert.ok(refused.length >= 1, outcomes.join('\n'));
+    outcomes.forEach((outcome, who) => {
+      if (outcome === '12 sent') assert.equal(next.get(who), 12, `every value of grandchild ${who} arrives`);
+    });
+    assert.equal(switchOf(router).holdings.snapshot().get(relay.id) ?? 0, 0, 'reading the values gives it all back');
+    await relay.shutdown();
+  });
+
+  test("contexts behind one child together queue at most its maxHeldBytes in a receiver, however many IDs they use; a sibling child's stream is unaffected", async () => {
+    const gc = collector();
+    const hostile = await router.local({ name: 'hostile' });
+    const honest = await router.local({ name: 'honest' });
+    const grandchildren = await Promise.all(
+      [1, 2, 3, 4].map((n) => router.local({ name: `hostile-${n}`, via: hostile })),
+    );
+    const receiver = new Receiver<unknown>(router);
+    // The honest child holds a Sender of the receiver (a call in flight), so that it stays open.
+    const streaming = honest.call(
+      async (out: Sender<unknown>, size: number) => {
+        await new Promise<void>((resolve) => {
+          (globalThis as { go?: () => void }).go = resolve;
+        });
+        for (let i = 0; i < 40; i++) await out.send({ honest: i, pad: Buffer.alloc(size) });
+        return 'all sent';
+      },
+      receiver.toSender(),
+      MiB - 64,
+    );
+    const baseline = heldAfterGc(gc);
+    const before = warnings.length;
+    // Each grandchild: 4 credit handles, each a full window. 128 MiB in all.
+    await Promise.all(
+      grandchildren.map((grandchild, n) =>
+        grandchild.call(
+          floodReceiver,
+          grandchild.id,
+          0,
+          receiver.handle,
+          FLOOD_VALUE,
+          4,
+          8,
+          0x7000_0000 + n * 16,
+          false,
+        ),
+      ),
+    );
+    const growth = heldAfterGc(gc) - baseline;
+    assert.ok(
+      growth <= maxHeldBytes + 8 * MiB,
+      `the master holds ${(growth / MiB).toFixed(1)} MiB more (at most maxHeldBytes, ${maxHeldBytes / MiB} MiB)`,
+    );
+    const held = switchOf(router).holdings.snapshot().get(hostile.id) ?? 0;
+    assert.ok(held <= maxHeldBytes, `the hostile child's account holds ${held} bytes`);
+    assert.ok(
+      warnings.slice(before).some((w) => w.code === 'quota' && /maxHeldBytes/.test(w.message)),
+      'a quota warning names maxHeldBytes',
+    );
+    await honest.call(() => (globalThis as { go?: () => void }).go?.());
+    let honestValues = 0;
+    while (honestValues < 40) {
+      const value = (await receiver.get(20_000)) as { honest?: number };
+      if (value.honest !== undefined) assert.equal(value.honest, honestValues++);
+    }
+    assert.equal(await streaming, 'all sent');
+    receiver.close();
+    assert.equal(
+      switchOf(router).holdings.snapshot().get(hostile.id) ?? 0,
+      0,
+      'closing the receiver gives it all back',
+    );
+    await Promise.all([hostile.shutdown(), honest.shutdown()]);
+  });
+
+  test('a context that closes one Sender and opens another to pile up unread values is bounded by the same account', async () => {
+    const gc = collector();
+    const hostile = await router.local({ name: 'reopener' });
+    const holder = await router.local({ name: 'holder' });
+    const receiver = new Receiver<unknown>(router);
+    // Another context's call holds a Sender of the receiver, so that a close does not end it.
+    const holding = holder.call(
+      (_out: Sender<unknown>) =>
+        new Promise<void>((resolve) => {
+          (globalThis as { done?: () => void }).done = resolve;
+        }),
+      receiver.toSender(),
+    );
+    const baseline = heldAfterGc(gc);
+    // 24 Senders one after the other, each sending a full window and closing: 192 MiB.
+    await hostile.call(floodReceiver, hostile.id, 0, receiver.handle, FLOOD_VALUE, 24, 8, 0x7000_0000, true);
+    const growth = heldAfterGc(gc) - baseline;
+    assert.ok(
+      growth <= maxHeldBytes + 8 * MiB,
+      `the master holds ${(growth / MiB).toFixed(1)} MiB more (at most maxHeldBytes, ${maxHeldBytes / MiB} MiB)`,
+    );
+    assert.equal(receiver.closed, false);
+    await holder.call(() => (globalThis as { done?: () => void }).done?.());
+    await holding;
+    receiver.close();
+    await Promise.all([hostile.shutdown(), holder.shutdown()]);
+  });
+});
