@@ -105,6 +105,33 @@ describe('a lying child cannot crash its parent through GET_MODULE', () => {
     assert.equal(await liar.call(() => typeof require('chalk').red), 'function');
   });
 
+  test('a child writing requests from the IDs of its subtree costs the master one record, not one per ID', async () => {
+    const middle = await router.local({ name: 'many-ids' });
+    const leaves = await Promise.all([1, 2, 3].map((n) => router.local({ name: `many-ids-${n}`, via: middle })));
+    const before = router.moduleStats();
+    const middleBefore = before.byContext[middle.id]?.requests ?? 0;
+    // The middle context speaks as each context below it, which it may: they are routed through its stream.
+    const frames = Buffer.concat(
+      leaves.map((leaf) =>
+        frameBytes(
+          { dst: 0, src: leaf.id, handle: GET_MODULE, replyTo: 4000 },
+          encode({ from: THIS_FILE, specs: ['chalk'], kind: 'require' }),
+        ),
+      ),
+    );
+    await middle.call(writeBytes, frames);
+    await waitUntil(() => router.moduleStats().requests - before.requests === leaves.length);
+    const byContext = router.moduleStats().byContext;
+    for (const leaf of leaves) assert.equal(byContext[leaf.id], undefined, `nothing is kept for ${leaf.name}`);
+    assert.equal(
+      (byContext[middle.id]?.requests ?? 0) - middleBefore,
+      leaves.length,
+      'the requests count for the child they came through',
+    );
+    assert.equal(await middle.call(() => 'middle alive'), 'middle alive');
+    await middle.shutdown();
+  });
+
   test('an intermediate context serving its own child survives the same requests', async () => {
     const middle = await router.local({ name: 'middle' });
     const leaf = await router.local({ name: 'leaf', via: middle });

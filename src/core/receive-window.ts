@@ -184,7 +184,10 @@ export class ReceiveWindow {
     for (const peer of this.peers.values()) {
       for (const source of peer.sources.values()) if (!source.refused) this.tell(peer.src, source, FLAG_DEAD, reason);
     }
-    if (!dropQueued) return this.forgetAll();
+    if (!dropQueued) {
+      this.forgetAll();
+      return;
+    }
     this.peers.clear();
     this.releaseAll();
   }

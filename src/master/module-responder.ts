@@ -131,7 +131,7 @@ export class ModuleResponder {
     this.trust(fileURLToPath(new URL('./', import.meta.url)));
     // Files count as sent only once the reply carrying them has gone out.
     serve(router, GET_MODULE_SPEC, (request, message, stream) => this.answer(request, message, stream), {
-      onSent: (reply, message) => this.markSent(message.src, reply as ModuleReply),
+      onSent: (reply, message) => this.markSent(this.requesterOf(message), reply as ModuleReply),
       // Nothing could tell the child what was resolved, or mark files as sent: not worth any work.
       replyRequired: true,
     });
@@ -364,6 +364,17 @@ export class ModuleResponder {
     );
   }
 
+  /**
+   * Who a request is from, for what the responder remembers: the child
+   * whose stream it came through. A child speaks for its whole subtree (its
+   * own children ask it, never the master), so whatever source IDs it
+   * writes, it costs one record of files sent and one set of counters, not
+   * one per ID it can announce.
+   */
+  private requesterOf(message: Message): number {
+    return this.router.routeOf(message.src)?.remoteId ?? message.src;
+  }
+
   /** Records the files `reply` carried as sent to `requester`. */
   private markSent(requester: number, reply: ModuleReply): void {
     if (reply.files.length === 0) return;
@@ -396,12 +407,13 @@ export class ModuleResponder {
    * @throws ModuleRequestError when its requester has too many requests waiting.
    */
   private async answer(request: ModuleRequest, message: Message, stream: Stream | undefined): Promise<ModuleReply> {
-    const name = this.router.nameOf(message.src);
+    const requester = this.requesterOf(message);
+    const name = this.router.nameOf(requester);
     this.counters.requests++;
-    this.contextCounters(message.src).requests++;
+    this.contextCounters(requester).requests++;
     try {
       return await this.limiter.run(stream ?? message.src, message.data.length, `context '${name}'`, () =>
-        this.resolve(message.src, request),
+        this.resolve(requester, request),
       );
     } catch (error) {
       if ((error as { code?: string }).code === 'ERR_TENDRIL_MODULE_REQUEST') this.counters.busy++;
