@@ -132,6 +132,35 @@ describe('a lying child cannot crash its parent through GET_MODULE', () => {
     await middle.shutdown();
   });
 
+  test('an intermediate sends a closure once to a child that writes requests as each context of its subtree', async () => {
+    const middle = await router.local({ name: 'serving-middle' });
+    const leaf = await router.local({ name: 'asking-leaf', via: middle });
+    const below = await Promise.all([1, 2, 3].map((n) => router.local({ name: `below-leaf-${n}`, via: leaf })));
+    const request = (src: number) =>
+      frameBytes(
+        { dst: middle.id, src, handle: GET_MODULE, replyTo: 4000 },
+        encode({ from: THIS_FILE, specs: ['chalk'], kind: 'require' }),
+      );
+    const stats = () => middle.moduleStats();
+    const servedUntil = async (count: number) => {
+      const deadline = Date.now() + 30_000;
+      while ((await stats()).requestsServed < count) {
+        assert.ok(Date.now() < deadline, 'the intermediate answered every request');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    const start = await stats();
+    await leaf.call(writeBytes, request(leaf.id));
+    await servedUntil(start.requestsServed + 1);
+    const closure = (await stats()).filesSent - start.filesSent;
+    assert.ok(closure > 0, 'the first request brought the closure');
+    // As each context below it: everything was sent to the leaf already, whatever ID asks.
+    await leaf.call(writeBytes, Buffer.concat(below.map((context) => request(context.id))));
+    await servedUntil(start.requestsServed + 1 + below.length);
+    assert.equal((await stats()).filesSent - start.filesSent, closure, 'no file is sent twice to one child');
+    await middle.shutdown();
+  });
+
   test('an intermediate context serving its own child survives the same requests', async () => {
     const middle = await router.local({ name: 'middle' });
     const leaf = await router.local({ name: 'leaf', via: middle });

@@ -18,6 +18,7 @@ import {
   ownValue,
   packReply,
   RequestLimiter,
+  requesterOf,
   resolutionKey,
   sourceBytes,
   sourceText,
@@ -144,7 +145,7 @@ export class Importer {
     this.Module = moduleApi;
     // Files count as sent only once the reply carrying them has gone out.
     serve(router, GET_MODULE_SPEC, (request, message, stream) => this.answer(request, message, stream), {
-      onSent: (reply, message) => this.markSent(message.src, reply as ModuleReply),
+      onSent: (reply, message) => this.markSent(requesterOf(this.router, message), reply as ModuleReply),
       replyRequired: true,
     });
     router.on('disconnect', (contextId) => this.sentTo.delete(contextId));
@@ -439,7 +440,11 @@ export class Importer {
         if (missing.length === 0) this.stats.servedFromCache++;
         const resolved = emptyRecord<Target>();
         for (const spec of specs) resolved[spec] = this.knownTarget(from, spec, kind, false) ?? unanswered(spec, from);
-        return packReply(resolved, this.unsentFiles(message.src, resolved), this.router.maxMessageSize).reply;
+        return packReply(
+          resolved,
+          this.unsentFiles(requesterOf(this.router, message), resolved),
+          this.router.maxMessageSize,
+        ).reply;
       },
     );
   }

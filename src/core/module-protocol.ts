@@ -320,6 +320,20 @@ interface Lane {
 }
 
 /**
+ * Who a GET_MODULE request is from, for what the serving context remembers
+ * of its requesters (files sent, counters): the child whose stream it came
+ * through. A child speaks for its whole subtree (its own children ask it,
+ * never this context), so whatever source IDs it writes, it costs one
+ * record, not one per ID it can announce.
+ */
+export function requesterOf(
+  router: { routeOf(contextId: number): { remoteId: number } | undefined },
+  message: { src: number },
+): number {
+  return router.routeOf(message.src)?.remoteId ?? message.src;
+}
+
+/**
  * Bounds the GET_MODULE requests of each requester (a child stream): at
  * most `concurrency` are worked on at once, at most `maxWaiting` requests
  * and `maxWaitingBytes` bytes of them wait; anything past that is refused

@@ -21,6 +21,7 @@ import {
   ownValue,
   packReply,
   RequestLimiter,
+  requesterOf,
   sourceBytes,
   type Target,
 } from '../core/module-protocol.js';
@@ -131,7 +132,7 @@ export class ModuleResponder {
     this.trust(fileURLToPath(new URL('./', import.meta.url)));
     // Files count as sent only once the reply carrying them has gone out.
     serve(router, GET_MODULE_SPEC, (request, message, stream) => this.answer(request, message, stream), {
-      onSent: (reply, message) => this.markSent(this.requesterOf(message), reply as ModuleReply),
+      onSent: (reply, message) => this.markSent(requesterOf(this.router, message), reply as ModuleReply),
       // Nothing could tell the child what was resolved, or mark files as sent: not worth any work.
       replyRequired: true,
     });
@@ -364,17 +365,6 @@ export class ModuleResponder {
     );
   }
 
-  /**
-   * Who a request is from, for what the responder remembers: the child
-   * whose stream it came through. A child speaks for its whole subtree (its
-   * own children ask it, never the master), so whatever source IDs it
-   * writes, it costs one record of files sent and one set of counters, not
-   * one per ID it can announce.
-   */
-  private requesterOf(message: Message): number {
-    return this.router.routeOf(message.src)?.remoteId ?? message.src;
-  }
-
   /** Records the files `reply` carried as sent to `requester`. */
   private markSent(requester: number, reply: ModuleReply): void {
     if (reply.files.length === 0) return;
@@ -407,7 +397,7 @@ export class ModuleResponder {
    * @throws ModuleRequestError when its requester has too many requests waiting.
    */
   private async answer(request: ModuleRequest, message: Message, stream: Stream | undefined): Promise<ModuleReply> {
-    const requester = this.requesterOf(message);
+    const requester = requesterOf(this.router, message);
     const name = this.router.nameOf(requester);
     this.counters.requests++;
     this.contextCounters(requester).requests++;
