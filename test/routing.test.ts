@@ -9,7 +9,15 @@ import {
   type RouterWarning,
   type Sender,
 } from 'tendril';
-import { ADD_ROUTE, CALL_FUNCTION, DEL_ROUTE, encode, GET_MODULE, ROUTE_PRESSURE } from '#dist/internal.js';
+import {
+  ADD_ROUTE,
+  CALL_FUNCTION,
+  DEL_ROUTE,
+  encode,
+  FORWARD_LOG,
+  GET_MODULE,
+  ROUTE_PRESSURE,
+} from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
@@ -160,6 +168,33 @@ describe('trust between contexts', () => {
       assert.equal(await a.call(() => process.pid), a.info.pid, 'calls to a still reach a');
     });
   }
+
+  test("a FORWARD_LOG line of another subtree's context is refused, answered as a failure, and warned once", async () => {
+    const seen: RouterWarning[] = [];
+    const onWarning = (warning: RouterWarning) => seen.push(warning);
+    const lines: string[] = [];
+    const onLog = (record: { text: string }) => lines.push(record.text);
+    router.on('warning', onWarning);
+    router.on('log', onLog);
+    const frame = frameBytes({ dst: 0, src: b.id, handle: FORWARD_LOG }, encode([a.id, 'a', 'a line a never wrote']));
+    const reply = await b.call(askRaw, router.receiver<never>().toSender(), frame);
+    await b.call(() => null);
+    router.off('warning', onWarning);
+    router.off('log', onLog);
+    const [status, error] = reply as [number, { name: string; message: string }];
+    assert.equal(status, 1, `the reply is a failure, not ${JSON.stringify(reply)}`);
+    assert.equal(error.name, 'RouteRefusedError');
+    assert.equal(
+      error.message,
+      `refused FORWARD_LOG for context ${a.id} from stream b: that context is not in its subtree; the line was dropped`,
+    );
+    assert.deepEqual(
+      seen.map((warning) => [warning.code, warning.message]),
+      [['bad-route', `master: ${error.message}`]],
+      'one warning for the refusal',
+    );
+    assert.ok(!lines.includes('a line a never wrote'), 'the line was dropped');
+  });
 
   test('a child cannot hold calls to another subtree with ROUTE_PRESSURE', async () => {
     await b.call(writeBytes, frameBytes({ dst: 0, src: b.id, handle: ROUTE_PRESSURE }, encode([a.id, 1])));

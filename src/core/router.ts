@@ -821,7 +821,7 @@ export class Router extends EventEmitter<RouterEvents> {
    * a reply is answered with the error, never with success.
    * @throws RouteRefusedError always.
    */
-  private refuseRoute(handleName: string, target: number, stream: Stream | undefined, reason: string): never {
+  protected refuseRoute(handleName: string, target: number, stream: Stream | undefined, reason: string): never {
     const error = new RouteRefusedError(handleName, target, stream?.name ?? this.name, reason);
     this.warn('bad-route', `${this.name}: ${error.message}`);
     throw error;
@@ -919,7 +919,7 @@ export class Router extends EventEmitter<RouterEvents> {
 }
 
 /** What an error says, whatever was thrown. */
-function describeError(error: unknown): string {
+export function describeError(error: unknown): string {
   try {
     return error instanceof Error ? error.message : String(error);
   } catch {

@@ -14,8 +14,9 @@ import { integer, location, milliseconds, optionsObject, STOP_GRACE, text } from
 import type { ReadyInfo } from '../core/protocol/boot.js';
 import { CONNECT_SPEC } from '../core/protocol/connect.js';
 import { FORWARD_LOG_SPEC } from '../core/protocol/forward-log.js';
+import { RouteRefusedError } from '../core/protocol/routes.js';
 import { ask, serve } from '../core/protocol/serve.js';
-import { Router as CoreRouter, type PreparedCall } from '../core/router.js';
+import { Router as CoreRouter, describeError, type PreparedCall } from '../core/router.js';
 import type { ConnectRequest, Runtime } from '../core/runtime.js';
 import type { Stream } from '../core/stream.js';
 import { bootstrapAssets } from './assets.js';
@@ -182,8 +183,17 @@ export class MasterRouter extends CoreRouter {
       onChildLog: (record) => this.emitLog(record),
     };
     this.on('disconnect', (contextId) => this.started.delete(contextId));
-    serve(this, FORWARD_LOG_SPEC, ([contextId, , text], _message, stream) =>
-      this.onForwardLog(contextId, text, stream),
+    serve(
+      this,
+      FORWARD_LOG_SPEC,
+      ([contextId, , text], _message, stream) => this.onForwardLog(contextId, text, stream),
+      {
+        // A refusal was reported as it was made (`refuseRoute`); any other failure is a handler's.
+        onUnanswered: (error, message) => {
+          if (error instanceof RouteRefusedError) return;
+          this.warn('handler', `${this.name}: FORWARD_LOG from context ${message.src} failed: ${describeError(error)}`);
+        },
+      },
     );
   }
 
@@ -353,7 +363,9 @@ export class MasterRouter extends CoreRouter {
   private onForwardLog(contextId: number, text: string, stream: Stream | undefined): void {
     // A context may only report lines of contexts in its own subtree, which
     // may have exited (and lost their route) by the time their last lines arrive.
-    if (this.routeOf(contextId) !== stream && !this.inSubtreeOf(contextId, stream)) return;
+    if (this.routeOf(contextId) !== stream && !this.inSubtreeOf(contextId, stream)) {
+      this.refuseRoute('FORWARD_LOG', contextId, stream, 'that context is not in its subtree; the line was dropped');
+    }
     // Named as the master knows the context, never as the sender says.
     this.emitLog({ contextId, contextName: this.nameOf(contextId), text });
   }

@@ -41,15 +41,15 @@ export const DEL_ROUTE_SPEC: HandleSpec<DelRoute, null> = {
 };
 
 /**
- * A child's ADD_ROUTE, DEL_ROUTE or ROUTE_PRESSURE about a context ID was
- * refused: the ID is not its to announce, withdraw or hold (it belongs to
- * another subtree, to this context or an ancestor), or the child announced
- * too many. The router reports it once, as a `bad-route` warning, and
+ * A child's ADD_ROUTE, DEL_ROUTE, ROUTE_PRESSURE or FORWARD_LOG about a
+ * context ID was refused: the ID is not its to announce, withdraw, hold or
+ * speak for (it belongs to another subtree, to this context or an
+ * ancestor), or the child announced too many. The router reports it once, as a `bad-route` warning, and
  * answers a request that asked for a reply with this error; nothing
  * changes. Code `ERR_TENDRIL_ROUTE_REFUSED`.
  */
 export class RouteRefusedError extends TendrilError {
-  /** The request refused: `'ADD_ROUTE'`, `'DEL_ROUTE'` or `'ROUTE_PRESSURE'`. */
+  /** The request refused: `'ADD_ROUTE'`, `'DEL_ROUTE'`, `'ROUTE_PRESSURE'` or `'FORWARD_LOG'`. */
   readonly handleName: string;
   /** The context ID the request was about. */
   readonly target: number;
