@@ -7,10 +7,12 @@ import { createHash } from 'node:crypto';
 import {
   chmodSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -128,6 +130,45 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
     await liar.fetch('/etc/hostname', `${home}/`, { recursive: true });
     assert.deepEqual(readdirSync(home), ['hostname']);
     assert.deepEqual(readdirSync(join(home, 'hostname')).sort(), ['.bashrc', '.ssh']);
+  });
+
+  test("a fetch of a file accepts only a file: a child answering with a symlink cannot leave a link to the master's own files where the program reads its data", async () => {
+    const key = join(scratch, 'id_ed25519');
+    writeFileSync(key, 'PRIVATE KEY OF THE MASTER\n');
+    const liar = await child('liar-link');
+    await impersonate(liar, 'filesSend', async function (this: Attacker, channel: Channel<unknown, unknown>, path) {
+      const name = String(path).split('/').pop();
+      await channel.send({ t: 'begin', kind: 'link', name, files: 0, directories: 0, links: 1, bytes: 0 });
+      await channel.send({ t: 'l', p: '', to: (globalThis as { target?: string }).target, mt: 0 });
+      await channel.send({ t: 'end' });
+      return { files: 0, directories: 0, links: 1, bytes: 0 };
+    });
+    await liar.call((target: string) => {
+      (globalThis as { target?: string }).target = target;
+    }, key);
+    const report = join(scratch, 'report.txt');
+    const outcome = await liar.fetch('/var/log/report.txt', report).then(
+      (value) => `resolved ${JSON.stringify(value)}`,
+      (error: unknown) => error,
+    );
+    const left = lstatSync(report, { throwIfNoEntry: false });
+    // What a program does next with the file it fetched: reads it (to parse it, upload it...).
+    const read = left ? readFileSync(report, 'utf8') : '';
+    assert.ok(
+      !left?.isSymbolicLink(),
+      `fetch ${String(outcome)}; ${report} is a symlink to ${left?.isSymbolicLink() ? readlinkSync(report) : ''}, and reading it gives: ${read.trim()}`,
+    );
+    assert.ok(outcome instanceof FileTransferError, String(outcome));
+    assert.equal(outcome.code, 'ERR_TENDRIL_BAD_ENTRY');
+    assert.equal(outcome.contextName, 'master');
+    assert.match(outcome.message, /a symlink where a file was asked for/);
+    assert.equal(left, undefined, 'nothing was left at the path asked for');
+    assert.deepEqual(temps(scratch), []);
+    // A read stream takes only a file too.
+    const streamed = await within(readAll(liar.createReadStream('/var/log/report.txt')), SETTLES_WITHIN);
+    assert.notEqual(streamed, 'pending', 'the read stream waits for ever');
+    assert.match(String((streamed as { error: Error }).error), /not a regular file/);
+    await nothingInFlight();
   });
 
   test('a child cannot extend what it announced: a file of unknown size, or more data than announced, is refused as it arrives', async () => {

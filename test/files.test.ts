@@ -196,6 +196,31 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
     assert.deepEqual(temps(join(backups, 'site')), []);
   });
 
+  test('a fetch of a symlink to a file gives the file, as cp and scp do, and so does a read stream; with recursive, a link is written as a link', async () => {
+    const links = join(scratch, 'links');
+    mkdirSync(links);
+    writeFileSync(join(links, 'real.conf'), 'port = 8080\n');
+    symlinkSync('real.conf', join(links, 'current.conf'));
+    const fetched = await child.fetch(join(links, 'current.conf'), join(scratch, 'current.back'));
+    assert.deepEqual([fetched.files, fetched.links, fetched.bytes], [1, 0, 12]);
+    assert.ok(lstatSync(join(scratch, 'current.back')).isFile());
+    assert.equal(readFileSync(join(scratch, 'current.back'), 'utf8'), 'port = 8080\n');
+    // Into a directory, under the name asked for (the link's), not its target's.
+    mkdirSync(join(scratch, 'links.into'));
+    await child.fetch(join(links, 'current.conf'), join(scratch, 'links.into'));
+    assert.deepEqual(readdirSync(join(scratch, 'links.into')), ['current.conf']);
+    let streamed = '';
+    for await (const chunk of child.createReadStream(join(links, 'current.conf'))) streamed += String(chunk);
+    assert.equal(streamed, 'port = 8080\n');
+    // A link to a directory is a directory: not without recursive.
+    symlinkSync('.', join(links, 'self'));
+    await assert.rejects(child.fetch(join(links, 'self'), join(scratch, 'self.back')), { code: 'EISDIR' });
+    // Asked for a tree, the path asked for is taken as it is: a link, written as a link.
+    const tree = await child.fetch(join(links, 'current.conf'), join(scratch, 'current.link'), { recursive: true });
+    assert.deepEqual([tree.files, tree.links], [0, 1]);
+    assert.equal(readlinkSync(join(scratch, 'current.link')), 'real.conf');
+  });
+
   test('onProgress reports bytes, total and rate, the last time with everything', async () => {
     const source = join(scratch, 'progress.bin');
     randomFile(source, 24 * MiB);

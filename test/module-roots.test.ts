@@ -35,6 +35,34 @@ const SECRETS: Record<string, (secret: string) => string> = {
   '.npmrc': (s) => `//registry.npmjs.org/:_authToken=${s}\n`,
   'key.pem': (s) => `-----BEGIN PRIVATE KEY-----\n${s}\n-----END PRIVATE KEY-----\n`,
   '.ssh/config.js': (s) => `module.exports = "${s}";\n`,
+  // Scripts for other interpreters, with a #! line: Node would never run them, yet the first parses as JavaScript.
+  'rotate-keys': (s) => `#!/usr/bin/env python3\nAPI_TOKEN = "${s}"\nprint(API_TOKEN)\n`,
+  backup: (s) => `#!/bin/bash\nexport PGPASSWORD=${s}\npg_dump app > /tmp/app.sql\n`,
+};
+
+/** Programs without an extension, each a #! line and a module exporting its name: those Node (or a TypeScript runner) runs. */
+const NODE_PROGRAMS: Record<string, string> = {
+  'bin/direct': '#!/usr/local/bin/node',
+  'bin/nodejs': '#!/usr/bin/nodejs --max-old-space-size=512',
+  'bin/env': '#! /usr/bin/env node',
+  'bin/env-split': '#!/usr/bin/env -S node --enable-source-maps',
+  'bin/env-options': '#!/usr/bin/env -i -u LANG TZ=UTC node',
+  'bin/tsx': '#!/usr/bin/env tsx',
+  'bin/ts-node': '#!/usr/bin/env -S ts-node --transpile-only',
+  'bin/ts-node-esm': '#!/opt/tools/bin/ts-node-esm',
+  'bin/crlf': '#!/usr/bin/env node\r',
+};
+
+/** Programs without an extension for other interpreters, each a valid module after its #! line. */
+const OTHER_PROGRAMS: Record<string, string> = {
+  'bin/python': '#!/usr/bin/python3',
+  'bin/env-deno': '#!/usr/bin/env -S deno run',
+  'bin/nodemon': '#!/usr/bin/env nodemon',
+  'bin/node-like': '#!/usr/bin/node-evil',
+  'bin/sh': '#!/bin/sh',
+  'bin/empty': '#!',
+  // The interpreter is past the first 256 bytes: not read, so not known to be Node.
+  'bin/far': `#!/usr/bin/env ${'A=1 '.repeat(70)}node`,
 };
 
 /** Served files that do not parse, each with a marker exactly where the parser stops. */
@@ -128,6 +156,9 @@ describe('module roots serve only what a module system loads', () => {
       'node_modules/@prisma/client/package.json': '{"name":"@prisma/client","main":"index.js"}',
       'node_modules/@prisma/client/index.js': 'module.exports = require("../../.prisma/client/index.js");',
     };
+    for (const [path, shebang] of Object.entries({ ...NODE_PROGRAMS, ...OTHER_PROGRAMS })) {
+      files[path] = `${shebang}\nmodule.exports = ${JSON.stringify(path)};\n`;
+    }
     for (const [path, text] of Object.entries({ ...SECRETS, ...UNPARSABLE })) {
       secrets.set(path, marker(path));
       files[path] = text(secrets.get(path) as string);
@@ -229,7 +260,8 @@ describe('module roots serve only what a module system loads', () => {
   });
 
   test('context.import() of a secret file is refused', async () => {
-    for (const path of ['token', 'id_rsa', '.ssh/config.js']) {
+    // (A module the program names in a dot-directory, such as .ssh/config.js, is served: see the last describe.)
+    for (const path of ['token', 'id_rsa', '.env', 'key.pem']) {
       const proxy = child.import<{ anything(): unknown }>(join(project, path));
       await assert.rejects(proxy.anything(), (error: Error) => {
         assert.match(error.message, /the master refused to serve/);
@@ -256,6 +288,16 @@ describe('module roots serve only what a module system loads', () => {
     assert.equal(await child.call(tryRequire, './data.json'), 'value: {"answer":42}');
     assert.equal(await child.call(tryRequire, 'dep'), 'value: "dep internal"');
     assert.equal(await child.call(tryRequire, '@prisma/client'), 'value: "generated client"');
+  });
+
+  test('a file with a #! line for another interpreter (python3, bash, deno) is not served: Node would not run it as a program; one naming node, nodejs, tsx or ts-node (directly or through env) is', async () => {
+    for (const path of Object.keys(NODE_PROGRAMS)) {
+      assert.equal(await child.call(tryRequire, `./${path}`), `value: ${JSON.stringify(path)}`, path);
+    }
+    for (const path of Object.keys(OTHER_PROGRAMS)) {
+      const result = await child.call(tryRequire, `./${path}`);
+      assert.match(result, /^ERR_TENDRIL_MODULE_REFUSED: .*a #! line naming node/, `${path}: ${result}`);
+    }
   });
 
   test("no secret appears in the master's warnings, debug output or log records", () => {
@@ -343,5 +385,92 @@ describe('moduleFilter', () => {
     assert.match(await child.call(tryRequire, './lib.cjs'), /^ERR_TENDRIL_MODULE_REFUSED: .*moduleFilter threw/);
     assert.ok(warnings.some((warning) => warning.code === 'module-refused' && warning.message.includes('filter bug')));
     assert.equal(await child.call(tryRequire, './main.cjs'), 'value: "main"');
+  });
+});
+
+describe('a module the program names itself, in a dot-directory of its package', () => {
+  // project/                  the program's package (type: module), main.mjs its base
+  //   .output/server/         a build (Nuxt/Nitro style): tasks.mjs, chunk.mjs, chunks/deep.mjs, legacy.cjs, helper.cjs
+  //   .output/server/.env .output/server/.cache/x.js .output/public/leak.js .git/config.js   secrets
+  let scratch: string;
+  let project: string;
+  let server: string;
+  let base: string;
+  const routers: Router[] = [];
+  let router: Router;
+  let attacker: Context;
+  const secrets = new Map<string, string>();
+  const leaked = (text: string) => [...secrets].filter(([, secret]) => text.includes(secret)).map(([path]) => path);
+
+  before(async () => {
+    scratch = realpathSync(mkdtempSync(join(tmpdir(), 'tendril-dot-roots-')));
+    project = join(scratch, 'project');
+    server = join(project, '.output', 'server');
+    base = join(project, 'main.mjs');
+    for (const path of [
+      '.output/server/.env',
+      '.output/server/.cache/x.js',
+      '.output/public/leak.js',
+      '.git/config.js',
+    ])
+      secrets.set(path, marker(path));
+    writeTree(project, {
+      'package.json': JSON.stringify({ name: 'project', type: 'module' }),
+      'main.mjs': 'export default "main";\n',
+      '.output/server/tasks.mjs':
+        "import { helper } from './chunk.mjs';\nimport { deep } from './chunks/deep.mjs';\nexport function hello() { return 'hello ' + helper() + ', ' + deep; }\n",
+      '.output/server/chunk.mjs': "export const helper = () => 'from .output';\n",
+      '.output/server/chunks/deep.mjs': "export const deep = 'deep';\n",
+      '.output/server/legacy.cjs': 'module.exports = "legacy";\n',
+      '.output/server/helper.cjs': 'module.exports = "helper";\n',
+      ...Object.fromEntries([...secrets].map(([path, secret]) => [path, `module.exports = "${secret}";\n`])),
+    });
+    router = new Router({ base });
+    routers.push(router);
+    attacker = await router.local({ name: 'dot-attacker' });
+  });
+  after(async () => {
+    await Promise.all(routers.map((r) => r.shutdown()));
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  test('nothing a child names makes a dot-directory served: before the program names a module in it, it is refused', async () => {
+    const reply = await attacker.call(askMaster, base, ['./.output/server/tasks.mjs'], 'import');
+    assert.match(reply, /the master refused to serve .*in the dot-directory '\.output'/, reply);
+    const from = await attacker.call(askMaster, join(server, 'tasks.mjs'), ['./chunk.mjs'], 'import');
+    assert.match(from, /the master refused to serve/, from);
+    assert.doesNotMatch(from, /from \.output/, from);
+  });
+
+  test('context.import() of a module the program names (a build in .output/server) is served, with what lies beside and below it', async () => {
+    const child = await router.local({ name: 'dot-importer' });
+    const tasks = child.import<{ hello(): string }>(join(server, 'tasks.mjs'));
+    assert.equal(await tasks.hello(), 'hello from .output, deep');
+  });
+
+  test('what a child names beside or above that directory, or in a dot-directory below it, stays refused', async () => {
+    for (const [from, specs] of [
+      [base, ['./.output/public/leak.js', './.output/server/.env', './.output/server/.cache/x.js', './.git/config.js']],
+      [join(server, 'tasks.mjs'), ['../public/leak.js', './.env', './.cache/x.js', '../../.git/config.js']],
+    ] as const) {
+      for (const spec of specs) {
+        const reply = await attacker.call(askMaster, from, [spec], 'require');
+        assert.deepEqual(leaked(reply), [], reply);
+        assert.match(reply, /the master refused to serve/, `${spec} from ${from}: ${reply}`);
+      }
+    }
+  });
+
+  test("a call's base, or the Router's base, in a dot-directory of its package is served the same way", async () => {
+    const child = await router.local({ name: 'dot-caller' });
+    assert.equal(
+      await child.callWith({ base: join(server, 'legacy.cjs') }, tryRequire, './helper.cjs'),
+      'value: "helper"',
+    );
+    const based = new Router({ base: join(server, 'legacy.cjs') });
+    routers.push(based);
+    const other = await based.local({ name: 'dot-based' });
+    assert.equal(await other.call(tryRequire, './helper.cjs'), 'value: "helper"');
+    assert.match(await other.call(tryRequire, './.env'), /^ERR_TENDRIL_MODULE_REFUSED: /);
   });
 });

@@ -66,9 +66,12 @@ export interface RouterOptions {
    * where tendril's own rule is not what the program needs. By default
    * only what a module system loads is served: `.js .mjs .cjs .ts .mts
    * .cts .tsx .json` files, and files without an extension that Node would
-   * run as a program (a `bin` of their package.json, or a first line
-   * starting with `#!`); never a dotfile or a file in a dot-directory
-   * (`.env`, `.git/config`, `.ssh/`, `.aws/`) outside `node_modules`.
+   * run as a program (a `bin` of their package.json, or a first line that
+   * is a `#!` line naming `node`, `nodejs`, `tsx`, `ts-node` or
+   * `ts-node-esm`, directly or through `env`); never a dotfile or a file in
+   * a dot-directory (`.env`, `.git/config`, `.ssh/`, `.aws/`) outside
+   * `node_modules`, unless the program names a module there itself (then
+   * that module's directory is a root: see docs/module-forwarding.md).
    *
    * Called, synchronously, for every file inside the roots that a child's
    * request reaches (each time it is resolved, so keep it cheap and free

@@ -11,6 +11,20 @@ export const MODULE_EXTENSIONS: readonly string[] = ['.js', '.mjs', '.cjs', '.ts
 
 const EXTENSIONS = new Set(MODULE_EXTENSIONS);
 
+/**
+ * Programs that run a file as Node does, by the base name a `#!` line
+ * gives them: Node itself (Debian's `nodejs` too) and the TypeScript
+ * runners built on it. A script for any other interpreter (python3, bash,
+ * deno) is not a module, even when it happens to parse as JavaScript.
+ */
+const NODE_INTERPRETERS = new Set(['node', 'nodejs', 'tsx', 'ts-node', 'ts-node-esm']);
+
+/** Most bytes read of a file without an extension, to find its `#!` line; a longer line is not recognised. */
+const SHEBANG_BYTES = 256;
+
+/** `env` options that take the next word as their value (GNU and BSD env). */
+const ENV_OPTIONS_WITH_VALUE = new Set(['-u', '--unset', '-C', '--chdir', '-P']);
+
 /** tendril's own judgement of a file inside the module roots, as a `moduleFilter` is given it. */
 export interface ModuleVerdict {
   /** True when tendril serves the file by default. */
@@ -37,9 +51,10 @@ export type ModuleFilter = (path: string, verdict: ModuleVerdict) => boolean;
  * below those roots starting with `.` outside `node_modules` (dotfiles,
  * `.git`, `.ssh`, `.aws`: `node_modules/.pnpm` and `.prisma` are
  * packages), with a module extension, or without an extension when Node
- * would run it as a program: the `bin` of its package, or a file starting
- * with `#!`. Only the first two bytes of such a file are read, to see the
- * `#!`; nothing of any file is ever put in the verdict.
+ * would run it as a program: the `bin` of its package, or a file whose
+ * first line is a `#!` line naming a Node interpreter (see
+ * `runsOnNode`). At most the first 256 bytes of such a file are read, to
+ * find that line; nothing of any file is ever put in the verdict.
  */
 export function moduleVerdict(real: string, roots: readonly string[]): ModuleVerdict {
   const containing = roots.filter((root) => within(real, root));
@@ -63,16 +78,16 @@ export function moduleVerdict(real: string, roots: readonly string[]): ModuleVer
       reason: `'${extension}' files are not modules: only ${MODULE_EXTENSIONS.join(' ')} files, and programs without an extension, are served`,
     };
   }
-  if (startsWithShebang(real) || isPackageBin(real)) return { served: true };
+  if (hasNodeShebang(real) || isPackageBin(real)) return { served: true };
   return {
     served: false,
     reason:
-      'a file without an extension is served only as a program: a bin of its package.json, or a file whose first line starts with #!',
+      'a file without an extension is served only as a Node program: a bin of its package.json, or a file whose first line is a #! line naming node, nodejs, tsx, ts-node or ts-node-esm (directly or through env)',
   };
 }
 
-/** True when `path` is `root` or lies below it. */
-function within(path: string, root: string): boolean {
+/** True when `path` is `root` or lies below it (both absolute and normalized). */
+export function within(path: string, root: string): boolean {
   return path === root || path.startsWith(root === sep ? sep : `${root}${sep}`);
 }
 
@@ -82,7 +97,7 @@ function within(path: string, root: string): boolean {
  * or undefined when there is none. A root's own path may have dot
  * segments: the program chose it.
  */
-function dotSegment(real: string, root: string): string | undefined {
+export function dotSegment(real: string, root: string): string | undefined {
   let packaged = root.split(sep).includes('node_modules');
   for (const segment of real.slice(root.length).split(sep)) {
     if (segment === 'node_modules') packaged = true;
@@ -99,18 +114,54 @@ function isFile(path: string): boolean {
   }
 }
 
-/** True when the regular file at `path` starts with `#!`: Node runs it as a script. */
-function startsWithShebang(path: string): boolean {
+/**
+ * True when the regular file at `path` starts with a `#!` line naming a
+ * Node interpreter, within its first SHEBANG_BYTES bytes. What is read is
+ * only looked at, never kept nor quoted.
+ */
+function hasNodeShebang(path: string): boolean {
   let fd: number | undefined;
+  let head: Buffer;
   try {
     fd = openSync(path, 'r');
-    const head = Buffer.alloc(2);
-    return readSync(fd, head, 0, 2, 0) === 2 && head[0] === 0x23 && head[1] === 0x21;
+    const buffer = Buffer.alloc(SHEBANG_BYTES);
+    head = buffer.subarray(0, readSync(fd, buffer, 0, SHEBANG_BYTES, 0));
   } catch {
     return false;
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
+  if (head.length < 2 || head[0] !== 0x23 || head[1] !== 0x21) return false;
+  const end = head.indexOf(0x0a);
+  // A line longer than what was read: its interpreter is not known.
+  if (end < 0 && head.length === SHEBANG_BYTES) return false;
+  return runsOnNode(head.subarray(2, end < 0 ? head.length : end).toString('utf8'));
+}
+
+/**
+ * True when a `#!` line (what follows the `#!`) runs the file with a Node
+ * interpreter: `/usr/bin/node`, `nodejs`, `tsx`, `ts-node`,
+ * `ts-node-esm`, directly or through `env` with its options and variable
+ * assignments (`env node`, `env -S node --flag`, `env -i TZ=UTC node`).
+ */
+function runsOnNode(line: string): boolean {
+  const words = line.trim().split(/[ \t]+/);
+  let interpreter = words[0] ?? '';
+  if (basename(interpreter) === 'env') interpreter = envCommand(words.slice(1)) ?? '';
+  return NODE_INTERPRETERS.has(basename(interpreter));
+}
+
+/** The command `env` runs, given its arguments: the first word that is neither an option (nor its value) nor an assignment. */
+function envCommand(args: string[]): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    // `-S` splits the rest of the line, already split here; its string may be glued to it.
+    if (arg.startsWith('-S') && arg.length > 2) return arg.slice(2);
+    if (arg.startsWith('--split-string=')) return arg.slice('--split-string='.length);
+    if (ENV_OPTIONS_WITH_VALUE.has(arg)) i++;
+    else if (!arg.startsWith('-') && !/^[^=]+=/.test(arg)) return arg;
+  }
+  return undefined;
 }
 
 /**

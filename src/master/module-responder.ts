@@ -30,7 +30,7 @@ import { serve } from '../core/protocol/serve.js';
 import type { Router } from '../core/router.js';
 import type { Stream } from '../core/stream.js';
 import { assetPath } from './assets.js';
-import { type ModuleFilter, moduleVerdict } from './module-files.js';
+import { dotSegment, type ModuleFilter, moduleVerdict, within } from './module-files.js';
 import type { ModuleGraph } from './module-graph.js';
 import type { ModuleSources, ShippedSource } from './module-source.js';
 
@@ -192,9 +192,15 @@ export class ModuleResponder {
    * (a file's directory). A directory implicitly taken is never `/`, a
    * home directory or a parent of one (see `tooBroad`): then the
    * location's own directory is taken instead, and if that too is too
-   * broad, only the location itself when it is a file. Returns the
-   * location unchanged. Specifiers that are not paths are ignored: they
-   * are resolved from a trusted base.
+   * broad, only the location itself when it is a file. When the
+   * location's directory lies in a dot-directory below that package (a
+   * build in `.output/server/`), that directory is a root too, so the
+   * location and what lies beside and below it are served, dot segments
+   * being judged below it. Only the program's own locations come here (a
+   * module passed to `context.import()`, a call's or the Router's
+   * `base`), never what a child names. Returns the location unchanged.
+   * Specifiers that are not paths are ignored: they are resolved from a
+   * trusted base.
    */
   trust(location: string): string {
     if (!location.startsWith(sep) || this.trusted.has(location)) return location;
@@ -218,6 +224,9 @@ export class ModuleResponder {
     const root = pkg !== undefined && !tooBroad(pkg) ? pkg : own;
     if (!tooBroad(root)) {
       this.roots.add(root);
+      // A build the program names in a dot-directory of its package (`.output/server/index.mjs`):
+      // below the package, every file there is in a dot-directory, so its own directory is a root too.
+      if (own !== root && within(own, root) && dotSegment(own, root) !== undefined) this.roots.add(own);
       return location;
     }
     if (file !== undefined) {
@@ -254,8 +263,7 @@ export class ModuleResponder {
   /** The roots `path` lies in (it may lie in several: a package inside the program's own). */
   private rootsOf(path: string): string[] {
     const roots: string[] = [];
-    for (const root of this.roots)
-      if (path === root || path.startsWith(root === sep ? sep : `${root}${sep}`)) roots.push(root);
+    for (const root of this.roots) if (within(path, root)) roots.push(root);
     return roots;
   }
 

@@ -47,10 +47,19 @@ declare module '../../core/context.js' {
      */
     copy(localPath: string, remotePath: string, options?: TransferOptions): Promise<TransferResult>;
     /**
-     * Copies a file or a symlink (or, with `recursive`, a directory tree)
-     * from this context to the master: `copy` the other way, with the same
-     * checks and temporary names. The master decides what it takes: a
-     * directory fails with `EISDIR` unless `recursive: true`; a tree lands
+     * Copies a file (or, with `recursive`, a directory tree) from this
+     * context to the master: `copy` the other way, with the same checks and
+     * temporary names. The master decides what it takes. Without
+     * `recursive`, one regular file: a symlink at `remotePath` is followed
+     * in the context (as `cp` and `scp` do for a file), and a context that
+     * sends a symlink or a tree anyway is refused before anything is
+     * written, so it cannot leave a link to one of the master's own files
+     * where the program reads its data; a directory fails with `EISDIR`.
+     * With `recursive: true`, `remotePath` is taken as it is, and its
+     * symlinks (the root too, when it is one) are written as links that
+     * point wherever the context says (an absolute path, `..`), never
+     * followed while writing: a program that reads the fetched tree reads
+     * through them, so check them (`lstat`) if that matters. A tree lands
      * at `localPath` when nothing is there, else (an existing directory, or
      * a path ending with `/`) in `localPath/<base name of remotePath>`, and
      * merges into a directory already there only with `merge: true`
@@ -61,13 +70,16 @@ declare module '../../core/context.js' {
      * order, counts are bounded, sizes must be announced and are never
      * exceeded, and what the master remembers is charged to the context's
      * account (`maxHeldBytes`).
-     * @param remotePath the file, symlink (or directory, with `recursive`) in this context.
+     * @param remotePath the file in this context (a symlink to one is followed); with `recursive`, the directory, file or symlink.
      * @param localPath where it goes on the master.
      * @param options as `copy`'s, and `recursive`, `merge`.
      * @throws as `copy`; FileTransferError `'EISDIR'` (a directory without
-     *   `recursive`), `'EEXIST'` (a tree onto a directory without `merge`),
-     *   `'ERR_TENDRIL_BAD_ENTRY'` or `'ERR_TENDRIL_SIZE_MISMATCH'` (the
-     *   context sent what it may not); HeldBytesError past `maxHeldBytes`.
+     *   `recursive`), `'ERR_TENDRIL_NOT_A_FILE'` (neither a file, a
+     *   directory nor a symlink: a FIFO, a device...), `'EEXIST'` (a tree
+     *   onto a directory without `merge`), `'ERR_TENDRIL_BAD_ENTRY'` or
+     *   `'ERR_TENDRIL_SIZE_MISMATCH'` (the context sent what it may not: a
+     *   symlink or a tree where a file was asked for, among others);
+     *   HeldBytesError past `maxHeldBytes`.
      */
     fetch(remotePath: string, localPath: string, options?: TransferOptions): Promise<TransferResult>;
     /**
@@ -77,7 +89,7 @@ declare module '../../core/context.js' {
      * checked at the end, and a `FileTransferError` is emitted when they
      * differ (or the file cannot be read), even if the context then keeps
      * its call open (`destroy()` waits for it `STOP_GRACE`, 2 s, at most).
-     * @param path a regular file in this context.
+     * @param path a regular file in this context (a symlink to one is followed there).
      */
     createReadStream(path: string): Readable;
     /**

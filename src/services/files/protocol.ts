@@ -105,8 +105,11 @@ export interface SourceOptions {
   /** Send owner and group. */
   owner?: boolean;
   /**
-   * Whether a directory is sent (as a tree). Default true. False: the
-   * receiving side asked for one file, and a directory fails with `EISDIR`.
+   * Whether a directory is sent (as a tree). Default true: `source` is
+   * sent as it is, a symlink as a link. False: the receiving side asked
+   * for one file, so a symlink at `source` is followed (as `cp` and `scp`
+   * do for a file) and what it leads to must be a regular file; a
+   * directory fails with `EISDIR`.
    */
   recursive?: boolean;
   /** Called with each chunk's size once it has left. */
@@ -140,9 +143,10 @@ export interface SinkOptions {
    */
   untrusted?: boolean;
   /**
-   * Whether a tree is accepted. Default true. False: one file (or
-   * symlink) was asked for, and a directory is refused before anything is
-   * written (`ERR_TENDRIL_BAD_ENTRY`).
+   * Whether a tree (or a symlink) is accepted. Default true. False: one
+   * file was asked for, and anything but a regular file (a directory, a
+   * symlink, which could lead anywhere on this side) is refused before
+   * anything is written (`ERR_TENDRIL_BAD_ENTRY`).
    */
   recursive?: boolean;
   /**
@@ -210,8 +214,9 @@ interface Walked {
 
 /**
  * Sends the file, directory tree or symlink at `source` to `out`: symlinks
- * as links (never followed), files in chunks, hashed as they are read.
- * Other kinds of file (sockets, FIFOs, devices) in a tree are skipped.
+ * as links (never followed, but for `source` itself when `recursive` is
+ * false), files in chunks, hashed as they are read. Other kinds of file
+ * (sockets, FIFOs, devices) in a tree are skipped.
  * @throws FileTransferError naming `contextName` and the path that failed.
  */
 export async function sendPath(
@@ -222,7 +227,8 @@ export async function sendPath(
 ): Promise<void> {
   let root: Stats;
   try {
-    root = await fs.lstat(source);
+    // One file asked for: the receiving side takes only a file, so a link is sent as what it leads to.
+    root = options.recursive === false ? await fs.stat(source) : await fs.lstat(source);
   } catch (error) {
     throw fileError(error, contextName, source, 'cannot read');
   }
@@ -373,7 +379,8 @@ export type Input = AsyncIterator<unknown>;
  *   `target` is an existing directory or ends with `/`. A tree's root
  *   becomes `target` (created if missing, merged into if it exists), or
  *   with `treeInto` lands as `cp -r` puts it; `recursive: false` refuses
- *   a tree and `merge: false` an existing directory where it lands.
+ *   anything but a regular file (a tree, a link) and `merge: false` an
+ *   existing directory where a tree lands.
  * - Paths must be relative, without `.`, `..` or empty components, at most
  *   MAX_PATH bytes with names of at most MAX_NAME; entries come in the
  *   order `sendPath` lists them (pre-order, names sorted), so an entry's
@@ -450,8 +457,11 @@ class Sink {
         `it names the ${begin.kind} '${begin.name.slice(0, 200)}', not '${this.options.name}'`,
       );
     }
-    if (begin.kind === 'dir' && this.options.recursive === false) {
-      throw this.bad(this.target, 'it sent a directory where a file was asked for (fetch a tree with recursive: true)');
+    if (begin.kind !== 'file' && this.options.recursive === false) {
+      // A link is refused too: it could lead to any file of this side, which the program would then read as the one fetched.
+      const sent = begin.kind === 'dir' ? 'a directory' : 'a symlink';
+      const hint = begin.kind === 'dir' ? ' (fetch a tree with recursive: true)' : '';
+      throw this.bad(this.target, `it sent ${sent} where a file was asked for${hint}`);
     }
     this.begin = begin;
     this.options.onBegin?.(begin);

@@ -52,11 +52,15 @@ export interface TransferOptions {
   signal?: AbortSignal;
   /**
    * `fetch()` only: take a directory (a tree), as `scp -r` and `cp -r`
-   * ask. Default false: `fetch()` takes one file or symlink; a directory
-   * fails with `EISDIR`, and a context that sends a tree anyway is refused
-   * (`ERR_TENDRIL_BAD_ENTRY`) before anything is written. A tree lands at
-   * `localPath` when nothing is there, else (an existing directory, or a
-   * path ending with `/`) in `localPath/<base name of remotePath>`: the
+   * ask. Default false: `fetch()` takes one regular file (a symlink at
+   * `remotePath` is followed there, as `cp` and `scp` do); a directory
+   * fails with `EISDIR`, and a context that sends a tree or a symlink
+   * anyway is refused (`ERR_TENDRIL_BAD_ENTRY`) before anything is
+   * written. With it, `remotePath` is taken as it is, and symlinks (the
+   * root too, when `remotePath` is one) are written as links pointing
+   * wherever the context says, never followed while writing. A tree lands
+   * at `localPath` when nothing is there, else (an existing directory, or
+   * a path ending with `/`) in `localPath/<base name of remotePath>`: the
    * master names it, never the context.
    */
   recursive?: boolean;
@@ -256,9 +260,10 @@ export async function copy(
 /**
  * How the master's sink treats what a child sends for `fetch(remotePath)`:
  * the child may not name what it sends (it must be `remotePath`'s own
- * name), send a tree unless asked for one (`recursive`), merge it into a
- * directory that is there unless asked to (`merge`), leave a size unsaid,
- * or give modes the user did not ask for; a tree lands as `cp -r` puts it.
+ * name), send a tree or a symlink unless asked for a tree (`recursive`),
+ * merge it into a directory that is there unless asked to (`merge`), leave
+ * a size unsaid, or give modes the user did not ask for; a tree lands as
+ * `cp -r` puts it.
  */
 export function fetchedFrom(
   remotePath: string,
