@@ -253,7 +253,7 @@ describe('commands: what a child can make the master hold, and for how long', { 
           // The first line: the rest quotes the output, 4 MiB of NULs.
           assert.match(
             error.message.split('\n')[0] as string,
-            /its output kept for the result passed what context 'bounds-small' \(id \d+\) may make 'master' hold \(maxHeldBytes, 4194304 bytes/,
+            /its output kept for the result passed what context 'bounds-small' \(id \d+\) and the contexts behind it may make 'master' hold \(maxHeldBytes, 4194304 bytes/,
           );
           return true;
         },

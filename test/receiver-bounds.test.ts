@@ -421,3 +421,102 @@ describe('what the contexts behind one child make a receiver hold, together', { 
     await Promise.all([viewer.shutdown(), holder.shutdown()]);
   });
 });
+
+/**
+ * Shipped to a child (self-contained): asks the master for `count` context
+ * IDs and announces each as a context of its subtree (ADD_ROUTE), as an
+ * intermediate starting children would. Returns the IDs.
+ */
+async function claimIds(count: number): Promise<number[]> {
+  const core = require('tendril:core') as {
+    contextRuntime(): {
+      router: {
+        id: number;
+        request(dst: number, handle: number, payload: Uint8Array): Promise<{ data: Uint8Array }>;
+        send(message: unknown): void;
+      };
+    };
+    encode(value: unknown): Uint8Array;
+    decode(bytes: Uint8Array): unknown;
+    Message: new (header: object, data: Uint8Array) => unknown;
+    ALLOCATE_ID: number;
+    ADD_ROUTE: number;
+  };
+  const router = core.contextRuntime().router;
+  const reply = await router.request(0, core.ALLOCATE_ID, core.encode(count));
+  const [status, block] = core.decode(reply.data) as [number, [number, number]];
+  if (status !== 0) throw new Error(`ALLOCATE_ID failed: ${JSON.stringify(block)}`);
+  const ids: number[] = [];
+  for (let id = block[0]; id < block[1]; id++) {
+    ids.push(id);
+    router.send(
+      new core.Message(
+        { dst: 0, src: router.id, auth: router.id, handle: core.ADD_ROUTE, replyTo: 0, flags: 0 },
+        core.encode([id, `fake-${id}`]),
+      ),
+    );
+  }
+  // A round trip: the routes are in place once it is answered.
+  await router.request(0, core.ALLOCATE_ID, core.encode(1));
+  return ids;
+}
+
+describe('what a child makes a receiver in a sibling hold', { timeout: 180_000 }, () => {
+  const maxHeldBytes = 16 * MiB;
+  let router: Router;
+  before(() => {
+    router = new Router({ maxHeldBytes });
+  });
+  after(() => router.shutdown());
+
+  test("a child's IDs flooding a receiver in a sibling are bounded there by maxHeldBytes: the contexts beyond a context's parent share one account", async () => {
+    const [victim, attacker] = await Promise.all([
+      router.local({ name: 'victim' }),
+      router.local({ name: 'sibling-attacker' }),
+    ]);
+    // The victim's receiver, whose Sender the attacker was given (here: its handle).
+    const handle = await victim.call(() => {
+      const core = require('tendril:core') as {
+        contextRuntime(): { router: { on(event: 'warning', fn: (w: { message: string }) => void): void } };
+        Receiver: new (router: unknown) => { handle: number };
+      };
+      const router = core.contextRuntime().router;
+      const receiver = new core.Receiver(router);
+      const quota: string[] = [];
+      router.on('warning', (warning) => quota.push(warning.message));
+      Object.assign(globalThis, { receiver, quota });
+      return receiver.handle;
+    });
+    const held = () =>
+      victim.call(() => {
+        const v8 = require('node:v8') as typeof import('node:v8');
+        const vm = require('node:vm') as typeof import('node:vm');
+        v8.setFlagsFromString('--expose-gc');
+        const gc = vm.runInNewContext('gc') as () => void;
+        gc();
+        gc();
+        const usage = process.memoryUsage();
+        const { receiver, quota } = globalThis as unknown as { receiver: { queued: number }; quota: string[] };
+        return { bytes: usage.heapUsed + usage.arrayBuffers, queued: receiver.queued, warning: quota[0] };
+      });
+    const baseline = (await held()).bytes;
+    const ids = await attacker.call(claimIds, 12);
+    // Each of 12 IDs sends a full window of 1 MiB values: 96 MiB.
+    for (const [n, id] of ids.entries()) {
+      await attacker.call(floodReceiver, id, victim.id, handle, FLOOD_VALUE, 1, 8, 0x7100_0000 + n, false);
+    }
+    // What the attacker wrote went ahead of its answers, and the master forwards it ahead of this call.
+    const after = await held();
+    const growth = after.bytes - baseline;
+    assert.ok(
+      growth <= maxHeldBytes + 8 * MiB,
+      `the victim holds ${(growth / MiB).toFixed(1)} MiB more, ${after.queued} values of 1 MiB queued from ${ids.length} IDs of its sibling (maxHeldBytes ${maxHeldBytes / MiB} MiB)`,
+    );
+    assert.ok(after.queued <= 16, `${after.queued} values of 1 MiB queued`);
+    assert.match(
+      after.warning ?? '',
+      /the contexts beyond the parent of 'victim' .* would make 'victim' hold \d+ bytes .* over its maxHeldBytes \(16777216 bytes\)/,
+    );
+    await Promise.all([victim.shutdown(), attacker.shutdown()]);
+  });
+});

@@ -685,7 +685,7 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     const overflowed = this.overflowed as NonNullable<typeof this.overflowed>;
     const { held } = overflowed;
     if (!held) return `wrote more than maxBuffer (${this.options.maxBuffer} bytes) on ${overflowed.stream}`;
-    return `its output kept for the result passed what context '${held.contextName}' (id ${held.contextId}) may make '${routerOf(this.context).name}' hold (maxHeldBytes, ${held.maxHeldBytes} bytes, shared with everything that context and those behind it make it hold)`;
+    return `its output kept for the result passed what ${held.account} may make '${routerOf(this.context).name}' hold (maxHeldBytes, ${held.maxHeldBytes} bytes, shared with everything else they make it hold)`;
   }
 
   /** What to do about output the master stopped keeping. */
