@@ -35,7 +35,7 @@ describe('commands: what a child can make the master hold, and for how long', { 
   /** A local child whose exec calls `attack` answers, for the length of `body`. */
   async function withAttacker(
     name: string,
-    attack: (this: Attacker, request: unknown, channel: ChildChannel) => unknown,
+    attack: (this: Attacker, request: unknown, channel: ChildChannel, input?: unknown) => unknown,
     body: (liar: Context) => Promise<void>,
   ): Promise<void> {
     const liar = await router.local({ name });
@@ -235,6 +235,141 @@ describe('commands: what a child can make the master hold, and for how long', { 
     );
   });
 
+  test("after a command has settled, a child that keeps its end of the output channel open cannot keep values queued in the master: the command's receiver is let go of", async () => {
+    await withAttacker(
+      'bounds-ended',
+      async function (this: Attacker, request, channel) {
+        const outcome = { pid: 1, exitCode: 0, signal: null, durationMs: 1, timedOut: false, chunks: 0, tail: [] };
+        if ((request as { env?: Record<string, string> }).env?.GARBLED === '1') {
+          // Output that is not [stream, bytes]: the command fails at the first value, the others unread.
+          for (let i = 0; i < 8; i++) void channel.send(['not output', Buffer.alloc(100 * 1024)]);
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          return outcome;
+        }
+        // Once the call has settled (its end of the channel closed), eight chunks of stdout written as raw messages to the master's end.
+        const master = (channel as unknown as { peer: { contextId: number; handle: number } }).peer;
+        const { Message, encode } = this.core as {
+          Message: new (header: object, data: Uint8Array) => unknown;
+          encode(value: unknown): Uint8Array;
+        };
+        setTimeout(() => {
+          for (let i = 0; i < 8; i++) {
+            this.router.send(
+              new Message(
+                {
+                  dst: master.contextId,
+                  src: this.router.id,
+                  auth: this.router.id,
+                  handle: master.handle,
+                  replyTo: 0,
+                  flags: 0,
+                },
+                encode([1, Buffer.alloc(100 * 1024)]),
+              ),
+            );
+          }
+        }, 100);
+        return outcome;
+      },
+      async (liar) => {
+        const core = switchOf(router) as unknown as { handlers: Map<number, unknown> };
+        const handlersBefore = core.handlers.size;
+        for (let i = 0; i < 4; i++) {
+          assert.equal((await liar.exec('true')).exitCode, 0);
+          await assert.rejects(liar.exec('yes', { env: { GARBLED: '1' } }), ProtocolError);
+        }
+        await sleep(500);
+        const charged = switchOf(router).holdings.snapshot().get(liar.id) ?? 0;
+        const handlers = core.handlers.size - handlersBefore;
+        assert.ok(
+          charged === 0 && handlers <= 0,
+          `after 8 commands settled: ${mib(charged)} still charged to the child and queued in the master, ${handlers} more handlers registered`,
+        );
+      },
+    );
+  });
+
+  /**
+   * An input the master streams to a command: 1024 chunks of 64 KiB, made
+   * as they are taken; `ended` once its `finally` has run (its reader let
+   * go of it).
+   */
+  function trackedInput(): { input: AsyncGenerator<Uint8Array>; produced(): number; ended(): boolean } {
+    let produced = 0;
+    let ended = false;
+    async function* input(): AsyncGenerator<Uint8Array> {
+      try {
+        for (let i = 0; i < 1024; i++) {
+          produced++;
+          yield Buffer.alloc(64 * 1024, 1);
+        }
+      } finally {
+        ended = true;
+      }
+    }
+    return { input: input(), produced: () => produced, ended: () => ended };
+  }
+
+  /** What keeps the master alive: calls, receives and sends in flight. */
+  function inflight(): number {
+    return (switchOf(router) as unknown as { inflight: number }).inflight;
+  }
+
+  for (const opens of [false, true]) {
+    test(`an aborted command lets go of its input${opens ? ' (the child opened its end and returns no credit)' : ' (the child never opens its end)'}: its reader is ended and nothing stays in flight`, async () => {
+      await withAttacker(
+        `bounds-input-${opens}`,
+        function (this: Attacker, _request: unknown, _out: unknown, input?: unknown) {
+          // Opening the end (without reading) says hello: the master sends a window, then waits for credit.
+          if ((globalThis as { opens?: boolean }).opens) (input as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+          return this.never;
+        },
+        async (liar) => {
+          await liar.call((value: boolean) => {
+            (globalThis as { opens?: boolean }).opens = value;
+          }, opens);
+          const tracked = trackedInput();
+          const controller = new AbortController();
+          const command = liar.exec('cat', {
+            input: tracked.input,
+            signal: controller.signal,
+            forceKillAfterDelay: false,
+          });
+          await sleep(500);
+          controller.abort();
+          await assert.rejects(withLimit(command, BACKSTOP_GRACE + 15_000));
+          await sleep(100);
+          assert.ok(
+            tracked.ended() && inflight() === 0,
+            `after the command settled: its input was ${tracked.ended() ? '' : 'not '}ended (${tracked.produced()} chunks taken), ${inflight()} waits in flight keep the master alive`,
+          );
+        },
+      );
+    });
+  }
+
+  test('a command that exits 0 while its child holds its input open and returns no credit lets go of its input: its reader is ended and nothing stays in flight, so the master can exit', async () => {
+    await withAttacker(
+      'bounds-input-exit',
+      async function (this: Attacker, _request: unknown, _out: unknown, input?: unknown) {
+        (input as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+        // Long enough for the master to fill the input's window (16 chunks) and wait for credit.
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        return { pid: 1, exitCode: 0, signal: null, durationMs: 1, timedOut: false, chunks: 0, tail: [] };
+      },
+      async (liar) => {
+        const tracked = trackedInput();
+        const result = await withLimit(liar.exec('cat', { input: tracked.input }), 15_000);
+        assert.equal(result.exitCode, 0);
+        await sleep(100);
+        assert.ok(
+          tracked.ended() && inflight() === 0,
+          `after the command settled: its input was ${tracked.ended() ? '' : 'not '}ended (${tracked.produced()} chunks taken), ${inflight()} waits in flight keep the master alive`,
+        );
+      },
+    );
+  });
+
   test("a command's kept output is charged to its child's account: past maxHeldBytes it is killed and fails saying so", async () => {
     const small = new Router({ maxHeldBytes: 4 * MiB });
     try {
@@ -253,7 +388,7 @@ describe('commands: what a child can make the master hold, and for how long', { 
           // The first line: the rest quotes the output, 4 MiB of NULs.
           assert.match(
             error.message.split('\n')[0] as string,
-            /its output kept for the result passed what context 'bounds-small' \(id \d+\) may make 'master' hold \(maxHeldBytes, 4194304 bytes/,
+            /its output kept for the result passed what context 'bounds-small' \(id \d+\) and the contexts behind it may make 'master' hold \(maxHeldBytes, 4194304 bytes/,
           );
           return true;
         },

@@ -18,7 +18,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Readable, Writable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -309,6 +309,37 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
     const closed = new Promise<void>((resolve) => writable.once('close', resolve));
     writable.destroy(new Error('changed my mind'));
     assert.notEqual(await within(closed, SETTLES_WITHIN), 'pending', 'no close after destroy()');
+    await nothingInFlight();
+  });
+
+  test("after copy(), router.copy() and a write stream have settled, a child that keeps its end of their channel open cannot keep values queued in the master: each operation's receiver is let go of", async () => {
+    const liar = await child('liar-ended');
+    const core = switchOf(router) as unknown as { handlers: Map<number, unknown> };
+    // It answers as if it wrote the file, but first sends 8 values of 1 MiB back on the channel, and never closes it.
+    await impersonate(liar, 'filesReceive', async function (this: Attacker, channel: Channel<unknown, unknown>) {
+      for (;;) {
+        const value = (await channel.get()) as { t?: string };
+        if (value?.t === 'end') break;
+      }
+      for (let i = 0; i < 8; i++) void channel.send(Buffer.alloc(1024 * 1024 - 64));
+      return { files: 1, directories: 0, links: 0, bytes: 16, sha256: 'ab'.repeat(32) };
+    });
+    const source = join(scratch, 'ended.txt');
+    writeFileSync(source, '0123456789abcdef');
+    const handlersBefore = core.handlers.size;
+    for (let i = 0; i < 2; i++) {
+      await liar.copy(source, `/srv/ended-${i}`);
+      const [outcome] = await router.copy(source, '/srv/ended', [liar]);
+      assert.equal(outcome?.status, 'fulfilled');
+      await pipeline(Readable.from([Buffer.from('0123456789abcdef')]), liar.createWriteStream('/srv/ended'));
+    }
+    await sleep(500);
+    const charged = switchOf(router).holdings.snapshot().get(liar.id) ?? 0;
+    const handlers = core.handlers.size - handlersBefore;
+    assert.ok(
+      charged === 0 && handlers <= 0,
+      `after 2 of each settled: ${(charged / MiB).toFixed(1)} MiB still charged to the child and queued in the master, ${handlers} more handlers registered`,
+    );
     await nothingInFlight();
   });
 

@@ -38,7 +38,10 @@ function heldAfterGc(gc: () => void): number {
  * carrying `payload` to `handle` of context `dst`, from context `src`, on
  * its stream to the parent (fd 4), synchronously; with `closeEach`, each
  * source then closes (a dead message on its credit handle), as a Sender
- * does. Returns the frames written.
+ * does. With `padTo`, each frame is followed by one of padding to a handle
+ * nobody listens on, the two `padTo` bytes long, so that each value
+ * arrives in a read of its own. Returns the frames written (padding not
+ * counted).
  */
 function floodReceiver(
   src: number,
@@ -49,6 +52,7 @@ function floodReceiver(
   perSource: number,
   firstCredit: number,
   closeEach: boolean,
+  padTo = 0,
 ): number {
   const fs = require('node:fs') as typeof import('node:fs');
   const frame = (replyTo: number, flags: number, data: Uint8Array) => {
@@ -77,7 +81,12 @@ function floodReceiver(
   const closed = Buffer.concat([Buffer.from([0xb0]), Buffer.from('closed by sender')]);
   let frames = 0;
   for (let s = 0; s < sources; s++) {
-    const data = frame(firstCredit + s, 0, Buffer.from(payload));
+    let data = frame(firstCredit + s, 0, Buffer.from(payload));
+    if (padTo > data.length + 28) {
+      const padding = frame(0, 0, Buffer.alloc(padTo - data.length - 28, 0x70));
+      padding.writeUInt32BE(0x7fff_fff0, 16);
+      data = Buffer.concat([data, padding]);
+    }
     for (let i = 0; i < perSource; i++, frames++) write(data);
     if (closeEach) write(frame(firstCredit + s, 1, closed));
   }
@@ -109,6 +118,28 @@ async function produceTagged(
     return `${sent} sent, then ${(error as Error).name}: ${(error as Error).message}`;
   }
 }
+
+/**
+ * Makes `holder` hold a Sender of `receiver` in a call that stays in
+ * flight, so that other Senders closing do not end the receiver. Returns
+ * what ends that call.
+ */
+function keepOpen(holder: Context, receiver: Receiver<unknown>): () => Promise<void> {
+  const holding = holder.call(
+    (_out: Sender<unknown>) =>
+      new Promise<void>((resolve) => {
+        (globalThis as { done?: () => void }).done = resolve;
+      }),
+    receiver.toSender(),
+  );
+  return async () => {
+    await holder.call(() => (globalThis as { done?: () => void }).done?.());
+    await holding;
+  };
+}
+
+/** A one-byte value (msgpack 1). */
+const ONE = Uint8Array.of(0x01);
 
 /** A value the floods carry: about 1 MiB encoded, so that eight fill a default window (8 MiB). */
 const FLOOD_VALUE = encode(Buffer.alloc(MiB - 64, 0x66));
@@ -336,14 +367,7 @@ describe('what the contexts behind one child make a receiver hold, together', { 
     const hostile = await router.local({ name: 'reopener' });
     const holder = await router.local({ name: 'holder' });
     const receiver = new Receiver<unknown>(router);
-    // Another context's call holds a Sender of the receiver, so that a close does not end it.
-    const holding = holder.call(
-      (_out: Sender<unknown>) =>
-        new Promise<void>((resolve) => {
-          (globalThis as { done?: () => void }).done = resolve;
-        }),
-      receiver.toSender(),
-    );
+    const letGo = keepOpen(holder, receiver);
     const baseline = heldAfterGc(gc);
     // 24 Senders one after the other, each sending a full window and closing: 192 MiB.
     await hostile.call(floodReceiver, hostile.id, 0, receiver.handle, FLOOD_VALUE, 24, 8, 0x7000_0000, true);
@@ -353,9 +377,146 @@ describe('what the contexts behind one child make a receiver hold, together', { 
       `the master holds ${(growth / MiB).toFixed(1)} MiB more (at most maxHeldBytes, ${maxHeldBytes / MiB} MiB)`,
     );
     assert.equal(receiver.closed, false);
-    await holder.call(() => (globalThis as { done?: () => void }).done?.());
-    await holding;
+    await letGo();
     receiver.close();
     await Promise.all([hostile.shutdown(), holder.shutdown()]);
+  });
+
+  test('one-byte values queued in a receiver, each arriving in a read of 64 KiB, hold no more than their account says', async () => {
+    const gc = collector();
+    const viewer = await router.local({ name: 'viewer' });
+    const receiver = new Receiver<number>(router);
+    const baseline = heldAfterGc(gc);
+    // One window's worth of messages (1024), each beside 64 KiB of padding: 64 MiB read.
+    await viewer.call(floodReceiver, viewer.id, 0, receiver.handle, ONE, 1, 1024, 0x7000_0000, false, 64 * 1024);
+    await waitFor(() => receiver.queued === 1024, 20_000);
+    const growth = heldAfterGc(gc) - baseline;
+    const charged = switchOf(router).holdings.snapshot().get(viewer.id) ?? 0;
+    assert.ok(
+      growth <= charged + 4 * MiB,
+      `${receiver.queued} one-byte values queued: the child's account is charged ${charged} bytes, the master holds ${(growth / MiB).toFixed(1)} MiB more`,
+    );
+    receiver.close();
+    await viewer.shutdown();
+  });
+
+  test('one-byte values from Senders that close one after another, each arriving in a read of 64 KiB, hold no more than their account says', async () => {
+    const gc = collector();
+    const viewer = await router.local({ name: 'closing-viewer' });
+    const holder = await router.local({ name: 'holder' });
+    const receiver = new Receiver<number>(router);
+    const letGo = keepOpen(holder, receiver);
+    const baseline = heldAfterGc(gc);
+    // Four Senders of a window of one-byte values each, one after the other: 256 MiB read.
+    await viewer.call(floodReceiver, viewer.id, 0, receiver.handle, ONE, 4, 1024, 0x7000_0000, true, 64 * 1024);
+    await waitFor(() => receiver.queued === 4096, 30_000);
+    const growth = heldAfterGc(gc) - baseline;
+    const charged = switchOf(router).holdings.snapshot().get(viewer.id) ?? 0;
+    assert.ok(
+      growth <= charged + 4 * MiB,
+      `${receiver.queued} one-byte values queued: the child's account is charged ${charged} bytes, the master holds ${(growth / MiB).toFixed(1)} MiB more (maxHeldBytes ${maxHeldBytes / MiB} MiB)`,
+    );
+    receiver.close();
+    await letGo();
+    await Promise.all([viewer.shutdown(), holder.shutdown()]);
+  });
+});
+
+/**
+ * Shipped to a child (self-contained): asks the master for `count` context
+ * IDs and announces each as a context of its subtree (ADD_ROUTE), as an
+ * intermediate starting children would. Returns the IDs.
+ */
+async function claimIds(count: number): Promise<number[]> {
+  const core = require('tendril:core') as {
+    contextRuntime(): {
+      router: {
+        id: number;
+        request(dst: number, handle: number, payload: Uint8Array): Promise<{ data: Uint8Array }>;
+        send(message: unknown): void;
+      };
+    };
+    encode(value: unknown): Uint8Array;
+    decode(bytes: Uint8Array): unknown;
+    Message: new (header: object, data: Uint8Array) => unknown;
+    ALLOCATE_ID: number;
+    ADD_ROUTE: number;
+  };
+  const router = core.contextRuntime().router;
+  const reply = await router.request(0, core.ALLOCATE_ID, core.encode(count));
+  const [status, block] = core.decode(reply.data) as [number, [number, number]];
+  if (status !== 0) throw new Error(`ALLOCATE_ID failed: ${JSON.stringify(block)}`);
+  const ids: number[] = [];
+  for (let id = block[0]; id < block[1]; id++) {
+    ids.push(id);
+    router.send(
+      new core.Message(
+        { dst: 0, src: router.id, auth: router.id, handle: core.ADD_ROUTE, replyTo: 0, flags: 0 },
+        core.encode([id, `fake-${id}`]),
+      ),
+    );
+  }
+  // A round trip: the routes are in place once it is answered.
+  await router.request(0, core.ALLOCATE_ID, core.encode(1));
+  return ids;
+}
+
+describe('what a child makes a receiver in a sibling hold', { timeout: 180_000 }, () => {
+  const maxHeldBytes = 16 * MiB;
+  let router: Router;
+  before(() => {
+    router = new Router({ maxHeldBytes });
+  });
+  after(() => router.shutdown());
+
+  test("a child's IDs flooding a receiver in a sibling are bounded there by maxHeldBytes: the contexts beyond a context's parent share one account", async () => {
+    const [victim, attacker] = await Promise.all([
+      router.local({ name: 'victim' }),
+      router.local({ name: 'sibling-attacker' }),
+    ]);
+    // The victim's receiver, whose Sender the attacker was given (here: its handle).
+    const handle = await victim.call(() => {
+      const core = require('tendril:core') as {
+        contextRuntime(): { router: { on(event: 'warning', fn: (w: { message: string }) => void): void } };
+        Receiver: new (router: unknown) => { handle: number };
+      };
+      const router = core.contextRuntime().router;
+      const receiver = new core.Receiver(router);
+      const quota: string[] = [];
+      router.on('warning', (warning) => quota.push(warning.message));
+      Object.assign(globalThis, { receiver, quota });
+      return receiver.handle;
+    });
+    const held = () =>
+      victim.call(() => {
+        const v8 = require('node:v8') as typeof import('node:v8');
+        const vm = require('node:vm') as typeof import('node:vm');
+        v8.setFlagsFromString('--expose-gc');
+        const gc = vm.runInNewContext('gc') as () => void;
+        gc();
+        gc();
+        const usage = process.memoryUsage();
+        const { receiver, quota } = globalThis as unknown as { receiver: { queued: number }; quota: string[] };
+        return { bytes: usage.heapUsed + usage.arrayBuffers, queued: receiver.queued, warning: quota[0] };
+      });
+    const baseline = (await held()).bytes;
+    const ids = await attacker.call(claimIds, 12);
+    // Each of 12 IDs sends a full window of 1 MiB values: 96 MiB.
+    for (const [n, id] of ids.entries()) {
+      await attacker.call(floodReceiver, id, victim.id, handle, FLOOD_VALUE, 1, 8, 0x7100_0000 + n, false);
+    }
+    // What the attacker wrote went ahead of its answers, and the master forwards it ahead of this call.
+    const after = await held();
+    const growth = after.bytes - baseline;
+    assert.ok(
+      growth <= maxHeldBytes + 8 * MiB,
+      `the victim holds ${(growth / MiB).toFixed(1)} MiB more, ${after.queued} values of 1 MiB queued from ${ids.length} IDs of its sibling (maxHeldBytes ${maxHeldBytes / MiB} MiB)`,
+    );
+    assert.ok(after.queued <= 16, `${after.queued} values of 1 MiB queued`);
+    assert.match(
+      after.warning ?? '',
+      /the contexts beyond the parent of 'victim' .* would make 'victim' hold \d+ bytes .* over its maxHeldBytes \(16777216 bytes\)/,
+    );
+    await Promise.all([victim.shutdown(), attacker.shutdown()]);
   });
 });

@@ -390,7 +390,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
       assert.deepEqual(settled.slice(0, 4), new Array(4).fill(300 * 1024));
       assert.match(
         String(settled[4]),
-        /^ERR_TENDRIL_SERVICE_BUSY: service 'heavy' in context 'master' is busy, and context 'thrifty' \(id \d+\) with the contexts behind it already makes 'master' hold \d+ bytes \(its maxHeldBytes is 1048576\)/,
+        /^ERR_TENDRIL_SERVICE_BUSY: service 'heavy' in context 'master' is busy, and context 'thrifty' \(id \d+\) and the contexts behind it already make 'master' hold \d+ bytes \(its maxHeldBytes is 1048576\)/,
       );
       assert.equal(switchOf(small).holdings.snapshot().get(caller.id), 0);
     } finally {

@@ -195,18 +195,27 @@ export class MessageTooLargeError extends TendrilError {
 }
 
 /**
- * A context (with the contexts behind it) would make the receiving
- * context hold more than its `maxHeldBytes`: values it sent and nobody has
- * read yet, command output kept for a result, service calls waiting for
- * their turn, the entries a transfer remembers. What it sent is refused
- * (a value dropped, a command killed, a call refused, a transfer failed);
- * the stream stays open and everything else carries on.
+ * The contexts of one account would make the receiving context hold more
+ * than its `maxHeldBytes`: a child and the contexts behind it, or the
+ * contexts beyond the receiving context's parent (its siblings and the
+ * rest of the tree but its ancestors), which share one account. What they
+ * hold: values sent and nobody has read yet, command output kept for a
+ * result, service calls waiting for their turn, the entries a transfer
+ * remembers. What they sent is refused (a value dropped, a command killed,
+ * a call refused, a transfer failed); the stream stays open and everything
+ * else carries on.
  */
 export class HeldBytesError extends TendrilError {
-  /** Name of the context whose account is full (the child the bytes came through). */
+  /** Name of the context the bytes came through: the child whose account is full, or the parent for the contexts beyond it. */
   readonly contextName: string;
   /** Its ID. */
   readonly contextId: number;
+  /**
+   * Whom the full account is for: `"context 'web1' (id 3) and the
+   * contexts behind it"`, or `"the contexts beyond the parent of 'web2'
+   * (...)"`.
+   */
+  readonly account: string;
   /** Bytes that were asked for, on top of those held. */
   readonly size: number;
   /** Bytes its account held already. */
@@ -215,13 +224,14 @@ export class HeldBytesError extends TendrilError {
   readonly maxHeldBytes: number;
 
   /**
-   * @param contextName the child whose account is full.
+   * @param contextName the context the bytes came through (the child whose account is full, or the parent).
    * @param contextId its ID.
    * @param holder the context that would hold the bytes.
    * @param what what the bytes were for, e.g. `'output of exec cat /dev/zero'`.
    * @param size bytes asked for.
    * @param heldBytes bytes held already.
    * @param maxHeldBytes the limit.
+   * @param account whom the account is for; default: the child `contextName` and the contexts behind it.
    */
   constructor(
     contextName: string,
@@ -231,13 +241,15 @@ export class HeldBytesError extends TendrilError {
     size: number,
     heldBytes: number,
     maxHeldBytes: number,
+    account = `context '${contextName}' (id ${contextId}) and the contexts behind it`,
   ) {
     super(
-      `context '${contextName}' (id ${contextId}) and the contexts behind it would make '${holder}' hold ${heldBytes + size} bytes with ${size} more for ${what}, over its maxHeldBytes (${maxHeldBytes} bytes); it was refused. Read what the context sends sooner, or raise the Router's maxHeldBytes option`,
+      `${account} would make '${holder}' hold ${heldBytes + size} bytes with ${size} more for ${what}, over its maxHeldBytes (${maxHeldBytes} bytes); it was refused. Read what they send sooner, or raise the Router's maxHeldBytes option`,
       'ERR_TENDRIL_HELD_BYTES',
     );
     this.contextName = contextName;
     this.contextId = contextId;
+    this.account = account;
     this.size = size;
     this.heldBytes = heldBytes;
     this.maxHeldBytes = maxHeldBytes;

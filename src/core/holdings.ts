@@ -1,5 +1,6 @@
 /**
- * What other contexts make this one hold, accounted per child.
+ * What other contexts make this one hold, accounted per child (and for
+ * the contexts beyond the parent together).
  *
  * Every feature that keeps bytes or values in memory because another
  * context sent them (values queued in a Receiver, a command's output kept
@@ -8,14 +9,19 @@
  * stream they came through. A child speaks for its whole subtree, whatever
  * context IDs it uses, so one account bounds all of them: one review of
  * this file answers "how much can a child make us hold?" — `maxHeldBytes`
- * (default 256 MiB) per child, whatever it does.
+ * (default 256 MiB) per child, whatever it does, and as much for all the
+ * contexts beyond the parent together.
  *
  * Past the limit a charge throws `HeldBytesError` and the feature fails
  * that one operation (drops the value, kills the command, refuses the
  * call, fails the transfer), saying so; the stream stays open and the rest
- * of the tree carries on. Contexts reached through the parent stream (the
- * parent, and everything not below this context) and this context itself
- * are not limited: the parent has authority over this context anyway.
+ * of the tree carries on. Only this context and its ancestors are not
+ * limited: they have authority over this context anyway. Every other
+ * context reached through the parent stream (a sibling, and everything
+ * else not below this context: a child of the master reaches a receiver
+ * in its sibling this way, with as many IDs as it asks for) is charged to
+ * one more account, that of the contexts beyond the parent, limited like
+ * a child's.
  */
 import { HeldBytesError } from './errors.js';
 import type { Stream } from './stream.js';
@@ -36,6 +42,8 @@ export interface AccountRouter {
   readonly name: string;
   /** This context's ID. */
   readonly id: number;
+  /** Its ancestors, nearest first (empty in the master). */
+  readonly parentIds: readonly number[];
   /** The child stream `contextId` is routed through; undefined for this context and those behind the parent. */
   routeOf(contextId: number): Stream | undefined;
   /** A context's name, for messages. */
@@ -44,11 +52,14 @@ export interface AccountRouter {
   warn(code: 'quota', message: string): void;
 }
 
-/** The bytes one child's subtree holds here. */
+/**
+ * The bytes the contexts one account is for hold here: one child's
+ * subtree, or the contexts beyond the parent.
+ */
 export class Account {
   /** Bytes charged and not yet released. */
   held = 0;
-  /** The child the account is for. */
+  /** The context the bytes come through: the child, or the parent for the contexts beyond it. */
   readonly contextName: string;
   /** Its ID. */
   readonly contextId: number;
@@ -56,11 +67,12 @@ export class Account {
   readonly limit: number;
 
   /**
-   * @param contextName the child the account is for.
+   * @param contextName the context the bytes come through (the child, or the parent).
    * @param contextId its ID.
    * @param holder the name of the context that holds the bytes.
    * @param limit most bytes held at once; `Infinity` for an account that is not limited.
    * @param onRefused told about each refusal (a `quota` warning).
+   * @param whose whom the account is for, for errors (`HeldBytesError.account`); default: the child `contextName` and the contexts behind it.
    */
   constructor(
     contextName: string,
@@ -68,6 +80,7 @@ export class Account {
     private readonly holder: string,
     limit: number,
     private readonly onRefused: (error: HeldBytesError) => void,
+    private readonly whose?: string,
   ) {
     this.contextName = contextName;
     this.contextId = contextId;
@@ -88,6 +101,7 @@ export class Account {
         bytes,
         this.held,
         this.limit,
+        this.whose,
       );
       this.onRefused(error);
       throw error;
@@ -146,17 +160,21 @@ export class Holding {
   }
 }
 
-/** The accounts of one context: one per child stream, and one unlimited for everything else. */
+/**
+ * The accounts of one context: one per child stream, one for the contexts
+ * beyond the parent, and one unlimited for this context and its ancestors.
+ */
 export class Holdings {
   private readonly accounts = new Map<Stream, Account>();
   private readonly unlimited: Account;
+  private beyond: Account | undefined;
 
-  /** `maxHeldBytes`: most bytes each child's account may hold. */
+  /** `maxHeldBytes`: most bytes each child's account, and that of the contexts beyond the parent, may hold. */
   readonly limit: number;
 
   /**
    * @param router the context's router.
-   * @param limit `maxHeldBytes`: most bytes each child's account may hold.
+   * @param limit `maxHeldBytes`: most bytes each limited account may hold.
    */
   constructor(
     private readonly router: AccountRouter,
@@ -166,19 +184,44 @@ export class Holdings {
     this.unlimited = new Account(router.name, router.id, router.name, Number.POSITIVE_INFINITY, () => undefined);
   }
 
-  /** The account charged for what `contextId` sends: that of the child stream it is routed through. */
+  /**
+   * The account charged for what `contextId` sends: that of the child
+   * stream it is routed through; none (unlimited) for this context and its
+   * ancestors; for any other, that of the contexts beyond the parent.
+   */
   accountOf(contextId: number): Account {
     const stream = this.router.routeOf(contextId);
-    if (stream === undefined) return this.unlimited;
+    if (stream === undefined) {
+      if (contextId === this.router.id || this.router.parentIds.includes(contextId)) return this.unlimited;
+      this.beyond ??= this.limited(this.router.parentIds[0] ?? this.router.id, this.beyondParent());
+      return this.beyond;
+    }
     let account = this.accounts.get(stream);
     if (!account) {
-      const childId = stream.remoteId;
-      account = new Account(this.router.nameOf(childId), childId, this.router.name, this.limit, (error) =>
-        this.router.warn('quota', `${this.router.name}: ${error.message}`),
-      );
+      account = this.limited(stream.remoteId);
       this.accounts.set(stream, account);
     }
     return account;
+  }
+
+  /** Whom the account of the contexts beyond the parent is for, for errors. */
+  private beyondParent(): string {
+    const parentId = this.router.parentIds[0];
+    // The master has no parent: only a context that left the tree is neither below it nor itself.
+    if (parentId === undefined) return `contexts no longer below '${this.router.name}'`;
+    return `the contexts beyond the parent of '${this.router.name}' (all it hears from through '${this.router.nameOf(parentId)}', id ${parentId}, but its ancestors)`;
+  }
+
+  /** An account limited to `maxHeldBytes`, for what comes through context `throughId`. */
+  private limited(throughId: number, whose?: string): Account {
+    return new Account(
+      this.router.nameOf(throughId),
+      throughId,
+      this.router.name,
+      this.limit,
+      (error) => this.router.warn('quota', `${this.router.name}: ${error.message}`),
+      whose,
+    );
   }
 
   /** A holding charged to `contextId`'s account (see `Holding`). */
@@ -191,10 +234,14 @@ export class Holdings {
     this.accounts.delete(stream);
   }
 
-  /** Bytes each child's account holds now, by child ID: for tests and diagnostics. */
+  /**
+   * Bytes each child's account holds now, by child ID, and that of the
+   * contexts beyond the parent by the parent's ID: for tests and diagnostics.
+   */
   snapshot(): Map<number, number> {
     const held = new Map<number, number>();
     for (const account of this.accounts.values()) held.set(account.contextId, account.held);
+    if (this.beyond) held.set(this.beyond.contextId, this.beyond.held);
     return held;
   }
 }

@@ -140,20 +140,37 @@ export class Message implements MessageHeader {
   }
 
   /**
+   * Makes the message own its payload, for a message kept a while (queued
+   * in a receiver, waiting for its turn): a payload is a view into the
+   * read it arrived in, which a child can fill with whatever else it
+   * likes, so a one-byte value could keep 64 KiB alive while it is charged
+   * for its one byte. A payload that is less than half of the buffer it
+   * views is copied into a buffer of its own (not Node's shared pool,
+   * which it would pin in turn); a larger one is kept as it is, so a kept
+   * message holds at most twice its bytes. Values already decoded keep
+   * viewing the old bytes (see `forget`).
+   */
+  ownPayload(): void {
+    const bytes = this.payload;
+    if (bytes.byteLength * 2 >= bytes.buffer.byteLength) return;
+    const own = Buffer.allocUnsafeSlow(bytes.byteLength);
+    own.set(bytes);
+    this.payload = own;
+  }
+
+  /**
    * Lets go of the decoded payload, and of the Senders and Channels made
    * with it: a message kept a while before its use (a service call waiting
    * for its turn) then holds only its bytes, which is what was counted; a
    * decoded payload can take tens of times more (many small objects). The
    * next `unpack()` decodes it again and makes new references, which
    * `references` then lists, so cleanup reaches the ones really used. Only
-   * for a message whose references nobody has used yet. A payload that is
-   * a small view into a larger buffer (the read it arrived in) is copied,
-   * so that the message no longer keeps that buffer alive.
+   * for a message whose references nobody has used yet. The message owns
+   * its payload from then on (see `ownPayload`).
    */
   forget(): void {
     this.decoded = undefined;
-    const bytes = this.payload;
-    if (bytes.byteLength * 2 < bytes.buffer.byteLength) this.payload = Buffer.from(bytes);
+    this.ownPayload();
   }
 
   /** The Senders and Channels `unpack()` made from the payload (none before it ran). */

@@ -303,6 +303,8 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
       this.window.consumed(message);
       waiter.resolve(message);
     } else {
+      // Kept until read: it holds its own bytes, which is what it was charged for, not the read it came in.
+      message.ownPayload();
       this.queue.push(message);
       this.notify();
     }

@@ -173,7 +173,7 @@ export class Router extends EventEmitter<RouterEvents> {
   readonly parentIds: readonly number[];
   /** Largest payload accepted or sent, in bytes. */
   readonly maxMessageSize: number;
-  /** What each child's subtree makes this context hold, bounded by `maxHeldBytes` (see holdings.ts). */
+  /** What each child's subtree, and the contexts beyond the parent, make this context hold, bounded by `maxHeldBytes` (see holdings.ts). */
   readonly holdings: Holdings;
   /** The stream to the parent; undefined in the master. */
   parentStream: Stream | undefined;
@@ -350,7 +350,8 @@ export class Router extends EventEmitter<RouterEvents> {
   /**
    * What one operation holds on behalf of `contextId` (bytes it sent and
    * that wait here), charged to the account of the child it is routed
-   * through; see holdings.ts.
+   * through, or to that of the contexts beyond the parent (nothing for
+   * this context and its ancestors); see holdings.ts.
    * @param what what is held, for the `HeldBytesError` past the limit.
    */
   holding(contextId: number, what: string): Holding {

@@ -44,7 +44,9 @@ export interface RouterOptions {
    * result, service calls waiting for their turn, the entries a transfer
    * remembers (docs/protocol.md lists them). Past it, what they send is
    * refused with `HeldBytesError`; everything else carries on. Every
-   * descendant applies it to its own children. Default 256 MiB.
+   * descendant applies it to its own children, and to all the contexts
+   * beyond its parent together (its siblings and the rest of the tree but
+   * its ancestors, which reach it through its parent). Default 256 MiB.
    */
   maxHeldBytes?: number;
   /** Name of the master context in logs and errors. Default `'master'`. */

@@ -60,6 +60,8 @@ export function serve<Request, Reply>(
         return;
       }
       if (isThenable(result)) {
+        // Kept until answered (a module request waits behind others): it holds its own bytes, not the read it came in.
+        message.ownPayload();
         result.then(
           (value) => answer(router, spec, message, value, false, options),
           (error: unknown) => answer(router, spec, message, error, true, options),

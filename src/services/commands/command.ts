@@ -4,7 +4,7 @@ import { CALL_SERVICE, type Context, routerOf } from '../../core/context.js';
 import { ChannelError, HeldBytesError, ProtocolError } from '../../core/errors.js';
 import type { Holding } from '../../core/holdings.js';
 import { SENDER_CLOSED } from '../../core/send-window.js';
-import { CALL_SETTLED } from '../../core/sender.js';
+import { ABANDON } from '../../core/sender.js';
 import { Cancellation } from '../cancellation.js';
 import { CommandError } from './errors.js';
 import { KeptOutput } from './kept.js';
@@ -169,6 +169,33 @@ async function* inputChunks(input: AsyncIterable<Uint8Array | string> | Uint8Arr
   }
 }
 
+/**
+ * The user's input stream, read through `items`, and `end()`, which ends
+ * it (its iterator's `return()`) once, whoever asks first: the loop that
+ * feeds it to the command when it stops, or the command once it has ended
+ * (the loop may be waiting on a child that takes nothing, for ever).
+ */
+function endable<T>(input: AsyncIterable<T>): { items: AsyncIterable<T>; end: () => void } {
+  const iterator = input[Symbol.asyncIterator]();
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    // How the user's stream takes being ended is its own affair: the command has ended.
+    try {
+      Promise.resolve(iterator.return?.()).catch(() => undefined);
+    } catch {}
+  };
+  const reader: AsyncIterator<T> = {
+    next: () => iterator.next(),
+    return: () => {
+      end();
+      return Promise.resolve({ value: undefined, done: true });
+    },
+  };
+  return { items: { [Symbol.asyncIterator]: () => reader }, end };
+}
+
 /** Most chunks an outcome may carry. */
 const MAX_TAIL = 1024;
 /** Most bytes an outcome's tail may carry (the remote half holds at most about 128 KiB). */
@@ -244,6 +271,10 @@ function isOutcome(value: unknown): value is RemoteOutcome {
  * deadline or the abort and rejects (as when the context stops answering).
  * It does the same after it kills the command itself (output past
  * `maxBuffer` or `maxHeldBytes`, an `onOutput` that threw).
+ *
+ * Once it has settled, nothing more is read from the context for it: what
+ * the context still sends is dropped, a streamed `input` is ended, and no
+ * send of it waits on the context any more.
  *
  * A failing command whose promise nobody awaits is not an unhandled
  * rejection.
@@ -373,8 +404,13 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
         { signal: cancellation.abandon },
         `exec ${this.command}`,
       );
+      let endInput: (() => void) | undefined;
       if (inputChannel && input !== undefined) {
-        void this.feedInput(inputChannel, typeof input === 'string' ? Buffer.from(input) : input);
+        let source: AsyncIterable<Uint8Array | string> | Uint8Array;
+        if (typeof input === 'string') source = Buffer.from(input);
+        else if (input instanceof Uint8Array) source = input;
+        else ({ items: source, end: endInput } = endable(input));
+        void this.feedInput(inputChannel, source);
       }
       const outcome = call.then((value) => {
         if (!isOutcome(value)) {
@@ -392,15 +428,14 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
           this.finished = true;
           this.holding?.close();
           signal?.removeEventListener('abort', onAbort);
-          if (this.gaveUp || !this.pumpEnded) {
-            // Given up on, or the context's answer was malformed: release the
-            // call, both directions of the channels and the readers, now.
-            this.halt();
-            channel[CALL_SETTLED]();
-            inputChannel?.[CALL_SETTLED]();
-          }
-          channel.close();
-          inputChannel?.close();
+          // Given up on, or the context's answer was malformed: release the readers now.
+          if (this.gaveUp || !this.pumpEnded) this.halt();
+          // Nothing more is read from the context, nor kept for it, nor waits on it: what it
+          // still sends is dropped, and input it takes no credit for no longer holds the master.
+          const ended = new ChannelError(context.name, context.id, `exec ${this.command} has ended`);
+          channel[ABANDON](ended);
+          inputChannel?.[ABANDON](ended);
+          endInput?.();
         });
     }
     this.result.catch(() => {});
@@ -685,7 +720,7 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     const overflowed = this.overflowed as NonNullable<typeof this.overflowed>;
     const { held } = overflowed;
     if (!held) return `wrote more than maxBuffer (${this.options.maxBuffer} bytes) on ${overflowed.stream}`;
-    return `its output kept for the result passed what context '${held.contextName}' (id ${held.contextId}) may make '${routerOf(this.context).name}' hold (maxHeldBytes, ${held.maxHeldBytes} bytes, shared with everything that context and those behind it make it hold)`;
+    return `its output kept for the result passed what ${held.account} may make '${routerOf(this.context).name}' hold (maxHeldBytes, ${held.maxHeldBytes} bytes, shared with everything else they make it hold)`;
   }
 
   /** What to do about output the master stopped keeping. */

@@ -43,8 +43,9 @@ export interface ExecOptions {
   extendEnv?: boolean;
   /**
    * What the command reads on stdin. A stream is read in the master as the
-   * command consumes it (under flow control). Default: none (stdin is
-   * `/dev/null`).
+   * command consumes it (under flow control), and ended (its iterator's
+   * `return()`) once the command has ended, whether or not it was read to
+   * its end. Default: none (stdin is `/dev/null`).
    */
   input?: CommandInput;
   /**

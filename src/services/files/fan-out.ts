@@ -73,7 +73,8 @@ export type Settled<R> = { ok: true; value: R } | { ok: false; error: unknown };
  * for it reject), its call is no longer waited for, and its outcome is the
  * reason. With `limits`, a leg that makes no progress for that long is
  * given up on as stalled (`ERR_TENDRIL_STALLED`), so one target cannot
- * hold back the others.
+ * hold back the others. Once its call has settled, its channel is let go
+ * of the same way: a target cannot keep values queued here after it.
  */
 export class Leg<R> {
   readonly channel: Channel<Value, unknown>;
@@ -108,8 +109,11 @@ export class Leg<R> {
       { signal: this.stop as unknown as AbortSignal },
       what,
     ) as Promise<R>;
-    // Settled later, by whoever collects the results; never unhandled meanwhile.
-    this.call.catch(() => undefined);
+    // Once the call has settled, nobody there reads what is sent and nothing it sends is read: a context
+    // that keeps its end open cannot keep values queued here. (Its outcome is collected later, never
+    // unhandled meanwhile.)
+    const letGo = () => this.channel[ABANDON](new ChannelError(context.name, context.id, `the ${what} has ended`));
+    this.call.then(letGo, letGo);
   }
 
   /** Still sent to: no send failed, not given up on. */

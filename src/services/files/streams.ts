@@ -57,7 +57,10 @@ export function createWriteStream(context: Context, path: string, options?: Writ
     { signal: cancel.abandon },
     what,
   );
-  call.catch(() => undefined);
+  // Once the call has settled, what the context still sends is dropped and nothing waits on it: it
+  // cannot keep values queued here by keeping its end open.
+  const letGo = () => channel[ABANDON](new ChannelError(context.name, context.id, `the ${what} has ended`));
+  call.then(letGo, letGo);
   // Past the grace, values still waiting for a context that takes nothing are dropped.
   cancel.abandon.addEventListener(
     'abort',

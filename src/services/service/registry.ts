@@ -200,7 +200,7 @@ export class ServiceRegistry implements ServiceRegistryApi {
     } catch (error) {
       if (!(error instanceof HeldBytesError)) throw error;
       throw busy(
-        `service '${name}' in context '${this.router.name}' is busy, and ${this.callerText(message)} with the contexts behind it already makes '${this.router.name}' hold ${error.heldBytes} bytes (its maxHeldBytes is ${error.maxHeldBytes}): this call cannot wait for its turn; try again later, or raise the Router's maxHeldBytes option`,
+        `service '${name}' in context '${this.router.name}' is busy, and ${error.account} already make '${this.router.name}' hold ${error.heldBytes} bytes (its maxHeldBytes is ${error.maxHeldBytes}): this call cannot wait for its turn; try again later, or raise the Router's maxHeldBytes option`,
       );
     }
     service.queuedBytes += bytes;
