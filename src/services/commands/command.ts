@@ -28,8 +28,6 @@ import type { CommandResult } from './result.js';
  * command's pipes.
  */
 const OUTPUT_WINDOW = { messages: 64, bytes: 1024 * 1024 };
-/** The window of a streamed input. */
-const INPUT_WINDOW = { messages: 16, bytes: 1024 * 1024 };
 /**
  * How long past its deadline (`timeout` plus `forceKillAfterDelay`, or an
  * abort, or the master's own kill past `maxBuffer` or `maxHeldBytes`, plus
@@ -354,9 +352,10 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
         const bytes =
           typeof input === 'string' ? Buffer.from(input) : Buffer.from(input.buffer, input.byteOffset, input.length);
         if (bytes.length <= WHOLE_INPUT_LIMIT) whole = bytes;
-        else inputChannel = new Channel<Uint8Array, never>(router, { highWaterMark: INPUT_WINDOW });
+        else inputChannel = new Channel<Uint8Array, never>(router);
       } else if (input !== undefined) {
-        inputChannel = new Channel<Uint8Array, never>(router, { highWaterMark: INPUT_WINDOW });
+        // Nothing comes back on it: how far the input runs ahead is the window of the context's end.
+        inputChannel = new Channel<Uint8Array, never>(router);
       }
       const request: ExecRequest = {
         file,
