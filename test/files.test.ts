@@ -683,26 +683,37 @@ describe('files over ssh and sudo (test bed)', { timeout: 300_000 }, () => {
   });
 
   test('copy and fetch over ssh, and through sudo on it', async () => {
+    // Each transfer is a few MiB on loopback: past a minute it is stuck, and the step that was says so.
+    const step = <T>(what: string, run: (signal: AbortSignal) => Promise<T>): Promise<T> =>
+      run(AbortSignal.timeout(60_000)).catch((error: Error) => {
+        throw error.name === 'TimeoutError' ? new Error(`${what} did not finish within 60 s`, { cause: error }) : error;
+      });
     const source = join(scratch, 'ssh.bin');
     randomFile(source, 6 * MiB + 1);
     chmodSync(source, 0o644);
-    const copied = await ssh.copy(source, join(scratch, 'ssh.copy'));
+    const copied = await step('copy over ssh', (signal) => ssh.copy(source, join(scratch, 'ssh.copy'), { signal }));
     assert.equal(copied.sha256, sha256(source));
     assert.equal(
       statSync(join(scratch, 'ssh.copy')).uid,
       Number(execFileSync('id', ['-u', bed.accounts.sudoer.name], { encoding: 'utf8' })),
     );
-    const back = await ssh.fetch(join(scratch, 'ssh.copy'), join(scratch, 'ssh.back'));
+    const back = await step('fetch over ssh', (signal) =>
+      ssh.fetch(join(scratch, 'ssh.copy'), join(scratch, 'ssh.back'), { signal }),
+    );
     assert.equal(back.sha256, sha256(source));
 
     const target = await router.sudo({ via: ssh, username: bed.accounts.target.name, name: 'files-sudo' });
-    const viaSudo = await target.copy(source, join(scratch, 'sudo.copy'));
+    const viaSudo = await step('copy through sudo', (signal) =>
+      target.copy(source, join(scratch, 'sudo.copy'), { signal }),
+    );
     assert.equal(viaSudo.sha256, sha256(source));
     assert.equal(
       statSync(join(scratch, 'sudo.copy')).uid,
       Number(execFileSync('id', ['-u', bed.accounts.target.name], { encoding: 'utf8' })),
     );
-    const fetched = await target.fetch(join(scratch, 'sudo.copy'), join(scratch, 'sudo.back'));
+    const fetched = await step('fetch through sudo', (signal) =>
+      target.fetch(join(scratch, 'sudo.copy'), join(scratch, 'sudo.back'), { signal }),
+    );
     assert.equal(fetched.sha256, sha256(source));
 
     // EACCES: the target account may not write into a directory of root's.
