@@ -35,6 +35,15 @@ function isBranded(Class: Class, value: unknown): boolean {
   return Function.prototype[Symbol.hasInstance].call(Class, value);
 }
 
+/** What an error says, whatever was thrown (even a value whose `String()` throws). */
+export function describeError(error: unknown): string {
+  try {
+    return error instanceof Error ? error.message : String(error);
+  } catch {
+    return 'an error that could not be described';
+  }
+}
+
 /** Base class of every error tendril throws on purpose. */
 export class TendrilError extends Error {
   /** Stable machine-readable code, e.g. `'ERR_TENDRIL_CALL'`. */

@@ -5,6 +5,7 @@ import { callOrigin, toPathOrSpecifier } from './dispatcher.js';
 import {
   ChannelError,
   ContextDisconnectedError,
+  describeError,
   MessageTooLargeError,
   ServiceError,
   type TendrilError,
@@ -916,15 +917,6 @@ export class Router extends EventEmitter<RouterEvents> {
   private describeDestination(message: Message): string {
     const name = HANDLE_NAMES[message.handle] ?? `handle ${message.handle}`;
     return `${name} in context '${this.nameOf(message.dst)}' (id ${message.dst})`;
-  }
-}
-
-/** What an error says, whatever was thrown. */
-export function describeError(error: unknown): string {
-  try {
-    return error instanceof Error ? error.message : String(error);
-  } catch {
-    return 'an error that could not be described';
   }
 }
 

@@ -194,7 +194,8 @@ function readManifest(path: string): { name?: unknown; bin?: unknown } | undefin
   }
 }
 
-function realpathOrUndefined(path: string): string | undefined {
+/** The real path of `path` (symlinks resolved), or undefined when it does not exist. */
+export function realpathOrUndefined(path: string): string | undefined {
   try {
     return realpathSync(path);
   } catch {

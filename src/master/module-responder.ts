@@ -30,7 +30,7 @@ import { serve } from '../core/protocol/serve.js';
 import type { Router } from '../core/router.js';
 import type { Stream } from '../core/stream.js';
 import { assetPath } from './assets.js';
-import { dotSegment, type ModuleFilter, moduleVerdict, within } from './module-files.js';
+import { dotSegment, type ModuleFilter, moduleVerdict, realpathOrUndefined, within } from './module-files.js';
 import type { ModuleGraph } from './module-graph.js';
 import type { ModuleSources, ShippedSource } from './module-source.js';
 
@@ -539,14 +539,6 @@ function notFromCall(spec: string, from: string): string {
   return `Cannot find module '${spec}': the master resolved it as if required from ${where} (a shipped function's require() and import() resolve from the module that defines it, else the main module); pass \`base\` to context.callWith() or to the Router to resolve from elsewhere, or install the package there`;
 }
 
-function realpathOrUndefined(path: string): string | undefined {
-  try {
-    return realpathSync(path);
-  } catch {
-    return undefined;
-  }
-}
-
 /** The nearest directory at or above `dir` holding a package.json. */
 function nearestPackageDirectory(dir: string): string | undefined {
   for (let probe = dir; ; probe = dirname(probe)) {
@@ -566,7 +558,7 @@ function tooBroad(dir: string): boolean {
   if (dir === sep || dir === '/root' || /^\/(?:home|Users)(?:\/[^/]+)?$/.test(dir)) return true;
   const home = homedir();
   for (const candidate of [home, realpathOrUndefined(home)]) {
-    if (candidate && (candidate === dir || candidate.startsWith(`${dir}${sep}`))) return true;
+    if (candidate && within(candidate, dir)) return true;
   }
   return false;
 }
@@ -581,8 +573,7 @@ function packageDirectory(name: string, importer: string, real: string): string 
   for (let dir = dirname(importer); ; dir = dirname(dir)) {
     if (basename(dir) !== 'node_modules') {
       const candidate = realpathOrUndefined(join(dir, 'node_modules', name));
-      if (candidate !== undefined && (real === candidate || real.startsWith(`${candidate}${sep}`)))
-        return tooBroad(candidate) ? undefined : candidate;
+      if (candidate !== undefined && within(real, candidate)) return tooBroad(candidate) ? undefined : candidate;
     }
     if (dirname(dir) === dir) return undefined;
   }

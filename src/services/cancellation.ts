@@ -18,8 +18,6 @@
 import { TimeoutError } from '../core/errors.js';
 import { MAX_TIMER, STOP_GRACE } from '../core/options.js';
 
-export { STOP_GRACE };
-
 /** Options of a `Cancellation`. */
 export interface CancellationOptions {
   /** The caller's signal, if any. */

@@ -1,5 +1,5 @@
 import { encode } from '../codec.js';
-import { MessageTooLargeError, ProtocolError } from '../errors.js';
+import { describeError, MessageTooLargeError, ProtocolError } from '../errors.js';
 import { Message } from '../message.js';
 import type { RequestOptions, Router } from '../router.js';
 import type { Stream } from '../stream.js';
@@ -103,7 +103,10 @@ const answer: Answer = (router, spec, message, value, failed, options) => {
       try {
         options.onSettled(message);
       } catch (error) {
-        router.warn('handler', `${router.name}: after ${spec.name} from context ${message.src}: ${describe(error)}`);
+        router.warn(
+          'handler',
+          `${router.name}: after ${spec.name} from context ${message.src}: ${describeError(error)}`,
+        );
       }
     }
   }
@@ -113,7 +116,11 @@ const reply: Answer = (router, spec, message, value, failed, options) => {
   if (message.replyTo === 0) {
     if (!failed) return;
     if (options.onUnanswered) options.onUnanswered(value, message);
-    else router.warn('handler', `${router.name}: ${spec.name} from context ${message.src} failed: ${describe(value)}`);
+    else
+      router.warn(
+        'handler',
+        `${router.name}: ${spec.name} from context ${message.src} failed: ${describeError(value)}`,
+      );
     return;
   }
   let data: Uint8Array;
@@ -139,14 +146,14 @@ const reply: Answer = (router, spec, message, value, failed, options) => {
       ),
     );
   } catch (error) {
-    router.deadReply(message, `${spec.name} in context '${router.name}' could not reply: ${describe(error)}`);
+    router.deadReply(message, `${spec.name} in context '${router.name}' could not reply: ${describeError(error)}`);
     return;
   }
   if (!sent || !options.onSent) return;
   try {
     options.onSent(value, message);
   } catch (error) {
-    router.warn('handler', `${router.name}: after replying to ${spec.name}: ${describe(error)}`);
+    router.warn('handler', `${router.name}: after replying to ${spec.name}: ${describeError(error)}`);
   }
 };
 
@@ -156,14 +163,6 @@ function failure(error: unknown): Uint8Array {
     return failureReply(error);
   } catch {
     return failureReply(new Error('the request failed with an error that could not be described'));
-  }
-}
-
-function describe(error: unknown): string {
-  try {
-    return error instanceof Error ? error.message : String(error);
-  } catch {
-    return 'an error that could not be described';
   }
 }
 

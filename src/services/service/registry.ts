@@ -4,7 +4,13 @@
  * runs in the master and, loaded from `tendril:services`, in a child.
  */
 import PQueue from 'p-queue';
-import { HeldBytesError, InvalidOptionError, ServiceError, type ServiceErrorCode } from '../../core/errors.js';
+import {
+  describeError,
+  HeldBytesError,
+  InvalidOptionError,
+  ServiceError,
+  type ServiceErrorCode,
+} from '../../core/errors.js';
 import { ITEM_OVERHEAD } from '../../core/holdings.js';
 import type { Message } from '../../core/message.js';
 import { integer, optionsObject, text } from '../../core/options.js';
@@ -164,7 +170,7 @@ export class ServiceRegistry implements ServiceRegistryApi {
           name,
           method,
           message,
-          `bad arguments to ${method}() of service '${name}' in context '${this.router.name}': ${reasonOf(error)}`,
+          `bad arguments to ${method}() of service '${name}' in context '${this.router.name}': ${describeError(error)}`,
         );
       }
     }
@@ -229,7 +235,7 @@ export class ServiceRegistry implements ServiceRegistryApi {
       } catch (error) {
         this.router.warn(
           'policy',
-          `${this.router.name}: a service policy threw for caller '${caller.name}' (id ${caller.id}), so the call was refused: ${reasonOf(error)}`,
+          `${this.router.name}: a service policy threw for caller '${caller.name}' (id ${caller.id}), so the call was refused: ${describeError(error)}`,
         );
         return false;
       }
@@ -306,14 +312,6 @@ function validators(
     checks.set(method, check as (args: unknown[]) => void);
   }
   return checks;
-}
-
-function reasonOf(error: unknown): string {
-  try {
-    return error instanceof Error ? error.message : String(error);
-  } catch {
-    return 'a reason that could not be described';
-  }
 }
 
 const registries = new WeakMap<Router, ServiceRegistry>();
