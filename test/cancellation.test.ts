@@ -10,9 +10,10 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ConnectTimeoutError, type Context, connect, Router, Select, TimeoutError } from 'tendril';
-import { BOOT, encode, encodeFrame, FrameDecoder, Message } from '#dist/internal.js';
+import { BOOT, CONNECT, encode, encodeFrame, FrameDecoder, Message } from '#dist/internal.js';
+import { silence } from './support/hostile.js';
+import { settledWithin } from './support/procs.js';
 
 /** Far longer than any bound under test: an operation still pending then never settles. */
 const HANG = 20_000;
@@ -25,35 +26,12 @@ async function settlement(
   operation: Promise<unknown>,
 ): Promise<{ outcome: 'resolved' | 'rejected' | 'pending'; error?: unknown; ms: number }> {
   const started = Date.now();
-  const stop = new AbortController();
-  const hang = sleep(HANG, 'pending' as const, { signal: stop.signal }).catch(() => 'pending' as const);
-  try {
-    const outcome = await Promise.race([
-      operation.then(
-        () => ({ outcome: 'resolved' as const }),
-        (error: unknown) => ({ outcome: 'rejected' as const, error }),
-      ),
-      hang.then(() => ({ outcome: 'pending' as const })),
-    ]);
-    return { ...outcome, ms: Date.now() - started };
-  } finally {
-    stop.abort();
-  }
+  const settled = await settledWithin(operation, HANG);
+  const ms = Date.now() - started;
+  if (settled === 'pending') return { outcome: 'pending', ms };
+  return 'error' in settled ? { outcome: 'rejected', error: settled.error, ms } : { outcome: 'resolved', ms };
 }
 
-/** Makes `context` drop every message to standard handle `handle` unanswered, as a hung or hostile context would. */
-async function silence(context: Context, handle: number): Promise<void> {
-  await context.call((h: number) => {
-    const router = (require('tendril:core') as { contextRuntime(): { router: unknown } }).contextRuntime().router as {
-      handlers: Map<number, { fn: () => void }>;
-    };
-    const entry = router.handlers.get(h);
-    if (!entry) throw new Error(`no handler for handle ${h}`);
-    entry.fn = () => undefined;
-  }, handle);
-}
-
-const CONNECT = 9;
 const never = () => new Promise<never>(() => undefined);
 
 describe('operations with a signal or a timeout settle when the other side never answers', { timeout: 120_000 }, () => {
@@ -140,8 +118,9 @@ describe('operations with a signal or a timeout settle when the other side never
   test('Receiver, Channel and Select: get(timeout) rejects with TimeoutError when nothing comes', async () => {
     const receiver = router.receiver();
     const select = new Select([router.receiver()]);
-    for (const get of [receiver.get(200), select.get(200)]) {
-      const waited = await settlement(get);
+    // Each wait starts when it is awaited: one rejecting while another is awaited would be unhandled a moment.
+    for (const get of [() => receiver.get(200), () => select.get(200)]) {
+      const waited = await settlement(get());
       assert.ok(waited.error instanceof TimeoutError, String(waited.error));
     }
     receiver.close();

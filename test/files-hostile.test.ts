@@ -22,40 +22,15 @@ import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { type Channel, type Context, FileTransferError, Router } from 'tendril';
+import { heapAfterGc } from './support/heap.js';
 import { type Attacker, impersonate } from './support/hostile.js';
 import { switchOf } from './support/internals.js';
+import { settledWithin } from './support/procs.js';
 
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
 const MiB = 1024 * 1024;
 /** STOP_GRACE (2 s) and then some: an operation that hangs would take for ever. */
 const SETTLES_WITHIN = 12_000;
-
-function heapUsed(): number {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-}
-
-/** `promise`'s outcome, or 'pending' when it has not settled within `ms`. */
-async function within<T>(promise: Promise<T>, ms: number): Promise<{ value: T } | { error: unknown } | 'pending'> {
-  const stop = new AbortController();
-  const timer = sleep(ms, 'pending' as const, { signal: stop.signal }).catch(() => 'pending' as const);
-  try {
-    return await Promise.race([
-      promise.then(
-        (value) => ({ value }),
-        (error: unknown) => ({ error }),
-      ),
-      timer,
-    ]);
-  } finally {
-    stop.abort();
-  }
-}
 
 /** Reads `stream` to its end, dropping what it gives. */
 function readAll(stream: Readable): Promise<void> {
@@ -165,7 +140,7 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
     assert.equal(left, undefined, 'nothing was left at the path asked for');
     assert.deepEqual(temps(scratch), []);
     // A read stream takes only a file too.
-    const streamed = await within(readAll(liar.createReadStream('/var/log/report.txt')), SETTLES_WITHIN);
+    const streamed = await settledWithin(readAll(liar.createReadStream('/var/log/report.txt')), SETTLES_WITHIN);
     assert.notEqual(streamed, 'pending', 'the read stream waits for ever');
     assert.match(String((streamed as { error: Error }).error), /not a regular file/);
     await nothingInFlight();
@@ -247,7 +222,7 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
       await sleep(300);
       controller.abort();
       const aborted = Date.now();
-      const outcome = await within(running, SETTLES_WITHIN);
+      const outcome = await settledWithin(running, SETTLES_WITHIN);
       console.log(`${name} settled ${Date.now() - aborted} ms after the abort`);
       assert.notEqual(outcome, 'pending', `${name} still pending ${SETTLES_WITHIN} ms after the abort`);
       assert.ok('error' in (outcome as object), `${name} did not reject`);
@@ -267,11 +242,11 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
     await impersonate(liar, 'filesSend', async function (this: Attacker) {
       throw new Error('no such luck');
     });
-    const fetched = await within(liar.fetch('/srv/file', join(scratch, 'never')), SETTLES_WITHIN);
+    const fetched = await settledWithin(liar.fetch('/srv/file', join(scratch, 'never')), SETTLES_WITHIN);
     assert.notEqual(fetched, 'pending', 'the fetch waits for ever');
     assert.match(String((fetched as { error: Error }).error), /no such luck/);
     assert.equal(existsSync(join(scratch, 'never')), false);
-    const streamed = await within(readAll(liar.createReadStream('/srv/file')), SETTLES_WITHIN);
+    const streamed = await settledWithin(readAll(liar.createReadStream('/srv/file')), SETTLES_WITHIN);
     assert.notEqual(streamed, 'pending', 'the read stream waits for ever');
     assert.match(String((streamed as { error: Error }).error), /no such luck/);
     await nothingInFlight();
@@ -289,7 +264,7 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
       await channel.send({ t: 'end' }).catch(() => undefined);
       return this.never;
     });
-    const outcome = await within(readAll(liar.createReadStream('/srv/file')), SETTLES_WITHIN);
+    const outcome = await settledWithin(readAll(liar.createReadStream('/srv/file')), SETTLES_WITHIN);
     assert.notEqual(outcome, 'pending', 'no error and no end');
     const error = (outcome as { error: FileTransferError }).error;
     assert.ok(error instanceof FileTransferError, String(error));
@@ -308,7 +283,7 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
     await sleep(100);
     const closed = new Promise<void>((resolve) => writable.once('close', resolve));
     writable.destroy(new Error('changed my mind'));
-    assert.notEqual(await within(closed, SETTLES_WITHIN), 'pending', 'no close after destroy()');
+    assert.notEqual(await settledWithin(closed, SETTLES_WITHIN), 'pending', 'no close after destroy()');
     await nothingInFlight();
   });
 
@@ -365,7 +340,7 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
       (globalThis as { sentAll?: boolean }).sentAll = true;
       return this.never;
     });
-    const baseline = heapUsed();
+    const baseline = heapAfterGc();
     const fetching = liar.fetch('/srv/tree', join(scratch, 'repeats'), { recursive: true });
     fetching.catch(() => undefined);
     const deadline = Date.now() + 60_000;
@@ -373,9 +348,9 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
       assert.ok(Date.now() < deadline, 'the child never finished sending');
       await sleep(100);
     }
-    const grown = (heapUsed() - baseline) / MiB;
+    const grown = (heapAfterGc() - baseline) / MiB;
     console.log(`master heap growth with 16,000 repeats of one directory: ${grown.toFixed(1)} MiB`);
-    const outcome = await within(fetching, SETTLES_WITHIN);
+    const outcome = await settledWithin(fetching, SETTLES_WITHIN);
     await liar.shutdown();
     assert.ok(grown < 16, `the master's heap grew by ${grown.toFixed(1)} MiB`);
     assert.notEqual(outcome, 'pending');
@@ -450,7 +425,7 @@ describe('files: what a hostile child can and cannot do', { timeout: 300_000 }, 
     const into = join(scratch, 'stall');
     mkdirSync(into);
     const targets = [healthy, stalled, leafHealthy, leafStalled];
-    const outcome = await within(router.copy(source, `${into}/`, targets, { stallTimeout: 1000 }), 30_000);
+    const outcome = await settledWithin(router.copy(source, `${into}/`, targets, { stallTimeout: 1000 }), 30_000);
     assert.notEqual(outcome, 'pending', 'router.copy waits for ever on the stalled targets');
     const outcomes = (outcome as { value: Awaited<ReturnType<Router['copy']>> }).value;
     assert.deepEqual(

@@ -27,25 +27,15 @@ import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { Channel, type Context, FileTransferError, Router, type SshOptions, type TransferProgress } from 'tendril';
 import { CALL_SERVICE, fetchedFrom, receiveInto, type SinkOptions } from '#dist/internal.js';
+import { heapAfterGc } from './support/heap.js';
 import { switchOf } from './support/internals.js';
 import { nodeBinary } from './support/nodes.js';
 import { waitFor } from './support/procs.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
 const MiB = 1024 * 1024;
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
-
-/** The master's heap after a full GC, in bytes. */
-function heapAfterGc(): number {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-}
 
 /** Resident set size of a local process, from /proc, in bytes. */
 function rssOf(pid: number): number {

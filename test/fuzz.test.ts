@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { DecodeError, StreamError } from 'tendril';
 import {
   CoreRouter,
@@ -16,6 +14,7 @@ import {
   Message,
   Sender,
 } from '#dist/internal.js';
+import { heapAfterGc } from './support/heap.js';
 
 /**
  * Feeds the frame decoder and the payload decoder random and mutated input,
@@ -228,18 +227,6 @@ function measure(root: unknown): { values: number; bytes: number } {
   return { values, bytes };
 }
 
-/** Forces a full garbage collection; `--expose-gc` is not needed. */
-function collector(): () => void {
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as () => void;
-}
-
-const heapAfterGc = (gc: () => void) => {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-};
-
 describe('fuzzing the decoders', () => {
   test(`decode() survives ${PAYLOADS} random and mutated payloads (seed 0x${SEED.toString(16)})`, {
     timeout: 120_000,
@@ -247,9 +234,8 @@ describe('fuzzing the decoders', () => {
     const random = generator(SEED);
     const payloads = corpus();
     const router = new CoreRouter({ id: 0, name: 'fuzz', parentIds: [] });
-    const gc = collector();
     let decoded = 0;
-    const before = heapAfterGc(gc);
+    const before = heapAfterGc();
     for (let i = 0; i < PAYLOADS; i++) {
       const bytes = mutate(random, payloads);
       const where = () =>
@@ -266,7 +252,7 @@ describe('fuzzing the decoders', () => {
       assert.ok(values <= bytes.length, `${values} values from ${bytes.length} bytes: ${where()}`);
       assert.ok(held <= bytes.length, `${held} bytes of data from ${bytes.length} bytes: ${where()}`);
     }
-    const growth = heapAfterGc(gc) - before;
+    const growth = heapAfterGc() - before;
     assert.ok(
       decoded > PAYLOADS / 20,
       `only ${decoded} inputs decoded: the mutations are too destructive to test much`,
@@ -280,8 +266,7 @@ describe('fuzzing the decoders', () => {
     const random = generator(SEED ^ 0x5a5a5a5a);
     const payloads = corpus();
     const maxMessageSize = 4096;
-    const gc = collector();
-    const before = heapAfterGc(gc);
+    const before = heapAfterGc();
     let messages = 0;
     let closed = 0;
     for (let i = 0; i < STREAMS; i++) {
@@ -336,7 +321,7 @@ describe('fuzzing the decoders', () => {
         closed++;
       }
     }
-    const growth = heapAfterGc(gc) - before;
+    const growth = heapAfterGc() - before;
     assert.ok(messages > STREAMS && closed > STREAMS / 10, `${messages} messages, ${closed} streams closed`);
     assert.ok(growth < 8 * 1024 * 1024, `heap grew by ${growth} bytes`);
   });

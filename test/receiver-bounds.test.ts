@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { ChannelError, type Context, Receiver, Router, type RouterWarning, type Sender } from 'tendril';
 import { encode } from '#dist/internal.js';
+import { heldAfterGc } from './support/heap.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
 
@@ -17,20 +16,6 @@ import { waitFor } from './support/procs.js';
  */
 
 const MiB = 1024 * 1024;
-
-/** Forces a full garbage collection; `--expose-gc` is not needed. */
-function collector(): () => void {
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as () => void;
-}
-
-/** What this process holds after a full collection: the heap, and the buffers outside it (message payloads). */
-function heldAfterGc(gc: () => void): number {
-  gc();
-  gc();
-  const usage = process.memoryUsage();
-  return usage.heapUsed + usage.arrayBuffers;
-}
 
 /**
  * Shipped to a child (self-contained): writes, for each of `sources`
@@ -156,9 +141,8 @@ describe('what a receiver in the master holds', { timeout: 180_000 }, () => {
   after(() => router.shutdown());
 
   test('a child naming many credit handles queues at most one window in a master receiver', async () => {
-    const gc = collector();
     const receiver = new Receiver<Buffer>(router);
-    const baseline = heldAfterGc(gc);
+    const baseline = heldAfterGc();
     // 48 credit handles, each sending a full window: 384 MiB if each handle had a window of its own.
     const written = await child.call(
       floodReceiver,
@@ -172,7 +156,7 @@ describe('what a receiver in the master holds', { timeout: 180_000 }, () => {
       false,
     );
     assert.equal(written, 48 * 8);
-    const growth = heldAfterGc(gc) - baseline;
+    const growth = heldAfterGc() - baseline;
     assert.ok(
       growth <= 8 * MiB + 4 * MiB,
       `the master holds ${(growth / MiB).toFixed(1)} MiB more, ${receiver.queued} values queued (at most one window, 8 MiB)`,
@@ -298,7 +282,6 @@ describe('what the contexts behind one child make a receiver hold, together', { 
   });
 
   test("contexts behind one child together queue at most its maxHeldBytes in a receiver, however many IDs they use; a sibling child's stream is unaffected", async () => {
-    const gc = collector();
     const hostile = await router.local({ name: 'hostile' });
     const honest = await router.local({ name: 'honest' });
     const grandchildren = await Promise.all(
@@ -317,7 +300,7 @@ describe('what the contexts behind one child make a receiver hold, together', { 
       receiver.toSender(),
       MiB - 64,
     );
-    const baseline = heldAfterGc(gc);
+    const baseline = heldAfterGc();
     const before = warnings.length;
     // Each grandchild: 4 credit handles, each a full window. 128 MiB in all.
     await Promise.all(
@@ -335,7 +318,7 @@ describe('what the contexts behind one child make a receiver hold, together', { 
         ),
       ),
     );
-    const growth = heldAfterGc(gc) - baseline;
+    const growth = heldAfterGc() - baseline;
     assert.ok(
       growth <= maxHeldBytes + 8 * MiB,
       `the master holds ${(growth / MiB).toFixed(1)} MiB more (at most maxHeldBytes, ${maxHeldBytes / MiB} MiB)`,
@@ -363,15 +346,14 @@ describe('what the contexts behind one child make a receiver hold, together', { 
   });
 
   test('a context that closes one Sender and opens another to pile up unread values is bounded by the same account', async () => {
-    const gc = collector();
     const hostile = await router.local({ name: 'reopener' });
     const holder = await router.local({ name: 'holder' });
     const receiver = new Receiver<unknown>(router);
     const letGo = keepOpen(holder, receiver);
-    const baseline = heldAfterGc(gc);
+    const baseline = heldAfterGc();
     // 24 Senders one after the other, each sending a full window and closing: 192 MiB.
     await hostile.call(floodReceiver, hostile.id, 0, receiver.handle, FLOOD_VALUE, 24, 8, 0x7000_0000, true);
-    const growth = heldAfterGc(gc) - baseline;
+    const growth = heldAfterGc() - baseline;
     assert.ok(
       growth <= maxHeldBytes + 8 * MiB,
       `the master holds ${(growth / MiB).toFixed(1)} MiB more (at most maxHeldBytes, ${maxHeldBytes / MiB} MiB)`,
@@ -383,14 +365,13 @@ describe('what the contexts behind one child make a receiver hold, together', { 
   });
 
   test('one-byte values queued in a receiver, each arriving in a read of 64 KiB, hold no more than their account says', async () => {
-    const gc = collector();
     const viewer = await router.local({ name: 'viewer' });
     const receiver = new Receiver<number>(router);
-    const baseline = heldAfterGc(gc);
+    const baseline = heldAfterGc();
     // One window's worth of messages (1024), each beside 64 KiB of padding: 64 MiB read.
     await viewer.call(floodReceiver, viewer.id, 0, receiver.handle, ONE, 1, 1024, 0x7000_0000, false, 64 * 1024);
     await waitFor(() => receiver.queued === 1024, 20_000);
-    const growth = heldAfterGc(gc) - baseline;
+    const growth = heldAfterGc() - baseline;
     const charged = switchOf(router).holdings.snapshot().get(viewer.id) ?? 0;
     assert.ok(
       growth <= charged + 4 * MiB,
@@ -401,16 +382,15 @@ describe('what the contexts behind one child make a receiver hold, together', { 
   });
 
   test('one-byte values from Senders that close one after another, each arriving in a read of 64 KiB, hold no more than their account says', async () => {
-    const gc = collector();
     const viewer = await router.local({ name: 'closing-viewer' });
     const holder = await router.local({ name: 'holder' });
     const receiver = new Receiver<number>(router);
     const letGo = keepOpen(holder, receiver);
-    const baseline = heldAfterGc(gc);
+    const baseline = heldAfterGc();
     // Four Senders of a window of one-byte values each, one after the other: 256 MiB read.
     await viewer.call(floodReceiver, viewer.id, 0, receiver.handle, ONE, 4, 1024, 0x7000_0000, true, 64 * 1024);
     await waitFor(() => receiver.queued === 4096, 30_000);
-    const growth = heldAfterGc(gc) - baseline;
+    const growth = heldAfterGc() - baseline;
     const charged = switchOf(router).holdings.snapshot().get(viewer.id) ?? 0;
     assert.ok(
       growth <= charged + 4 * MiB,

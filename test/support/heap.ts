@@ -30,6 +30,12 @@ export function heldAfterGc(): number {
   return heapUsed + arrayBuffers;
 }
 
+/** The JavaScript heap used after a full collection, in bytes (Buffers' bytes outside it not counted). */
+export function heapAfterGc(): number {
+  fullGc();
+  return process.memoryUsage().heapUsed;
+}
+
 /** The process's resident set after a full collection. */
 export function rssAfterGc(): number {
   fullGc();

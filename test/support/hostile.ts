@@ -13,7 +13,8 @@
  * child's router and core. What it returns or throws answers the call;
  * `this.never` (a promise that never settles) leaves the call unanswered
  * for as long as the child lives, its Channels open. Every other request
- * is served as before.
+ * is served as before. `silence(context, handle)` makes it drop every
+ * request to a standard handle (CONNECT, say) unanswered.
  */
 import type { Context } from 'tendril';
 
@@ -103,4 +104,16 @@ export async function impersonate<A extends unknown[]>(
     service,
     attack.toString(),
   );
+}
+
+/** Makes `context` drop every message to standard handle `handle` unanswered, as a hung or hostile context would. */
+export async function silence(context: Context, handle: number): Promise<void> {
+  await context.call((h: number) => {
+    const router = (require('tendril:core') as { contextRuntime(): { router: unknown } }).contextRuntime().router as {
+      handlers: Map<number, { fn: () => void }>;
+    };
+    const entry = router.handlers.get(h);
+    if (!entry) throw new Error(`no handler for handle ${h}`);
+    entry.fn = () => undefined;
+  }, handle);
 }

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { setTimeout as sleepFor } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 /** The repository root (tests run from build/test). */
@@ -54,4 +55,27 @@ export function withLimit<T>(promise: PromiseLike<T>, ms: number): Promise<T> {
     timer = setTimeout(() => reject(new Error(`still pending after ${ms} ms`)), ms);
   });
   return Promise.race([Promise.resolve(promise), limit]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * `promise`'s outcome, or `'pending'` when it has not settled within `ms`:
+ * for tests that an operation settles, where a hang would be for ever.
+ */
+export async function settledWithin<T>(
+  promise: PromiseLike<T>,
+  ms: number,
+): Promise<{ value: T } | { error: unknown } | 'pending'> {
+  const stop = new AbortController();
+  const timer = sleepFor(ms, 'pending' as const, { signal: stop.signal }).catch(() => 'pending' as const);
+  try {
+    return await Promise.race([
+      Promise.resolve(promise).then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      ),
+      timer,
+    ]);
+  } finally {
+    stop.abort();
+  }
 }
