@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { Channel, type Context, InvalidOptionError, Receiver, Router } from 'tendril';
+import {
+  Channel,
+  type Context,
+  InvalidOptionError,
+  Receiver,
+  Router,
+  type RouterOptions,
+  type TransferOptions,
+} from 'tendril';
 
 /** A bad option is refused with InvalidOptionError naming it, where it was passed and what it must be. */
 function refused(option: string, where: string): (error: unknown) => boolean {
@@ -34,6 +42,12 @@ describe('options are checked in one place', () => {
       refused('moduleRoots', 'new Router()'),
     );
     assert.throws(() => new Router({ base: 42 as unknown as string }), refused('base', 'new Router()'));
+    assert.throws(() => new Router({ maxHeldBytes: 1024 }), refused('maxHeldBytes', 'new Router()'));
+    // A misspelt option is refused, not ignored for its default.
+    assert.throws(
+      () => new Router({ maxHeldByte: 64 * 1024 * 1024 } as unknown as RouterOptions),
+      refused('maxHeldByte', 'new Router()'),
+    );
   });
 
   test('receiver and channel windows', () => {
@@ -67,6 +81,17 @@ describe('options are checked in one place', () => {
     assert.throws(() => child.import('./x.js', { timeout: Number.NaN }), refused('timeout', 'context.import()'));
     await assert.rejects(child.shutdown({ grace: -5 }), refused('grace', 'context.shutdown()'));
     assert.equal(await child.callWith({ timeout: 5000 }, () => 'valid options still work'), 'valid options still work');
+  });
+
+  test('transfer options: a misspelt one is refused before anything is sent', async () => {
+    await assert.rejects(
+      child.fetch('/etc/hostname', '/nonexistent/x', { recusive: true } as unknown as TransferOptions),
+      refused('recusive', 'context.fetch()'),
+    );
+    await assert.rejects(
+      router.copy('/etc/hostname', '/nonexistent/x', [child], { stallTimout: 5 } as unknown as TransferOptions),
+      refused('stallTimout', 'router.copy()'),
+    );
   });
 
   test('connection options, before anything starts', async () => {

@@ -79,6 +79,18 @@ export function abortSignal(value: unknown, option: string, where: string): Abor
   throw new InvalidOptionError(option, where, 'an AbortSignal', value);
 }
 
+/**
+ * Refuses an option of `given` that is not one of `known`: a misspelt
+ * option would else be ignored, and its default used without a word.
+ * @throws InvalidOptionError naming the option and listing the known ones.
+ */
+export function knownOptions(given: object, known: ReadonlySet<string>, where: string): void {
+  for (const key of Object.keys(given)) {
+    if (!known.has(key))
+      throw new InvalidOptionError(key, where, `one of ${[...known].join(', ')}`, 'an unknown option');
+  }
+}
+
 /** An object of options (or undefined, read as `{}`). */
 export function optionsObject<T extends object>(value: T | undefined, where: string): T {
   if (value === undefined) return {} as T;

@@ -10,7 +10,7 @@ import { ChannelError, describeError, InvalidOptionError, ProtocolError, Timeout
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
 import { DEFAULT_MAX_HELD_BYTES } from '../core/holdings.js';
 import { type Logger, type LogRecord, logger } from '../core/log.js';
-import { integer, location, milliseconds, optionsObject, STOP_GRACE, text } from '../core/options.js';
+import { integer, knownOptions, location, milliseconds, optionsObject, STOP_GRACE, text } from '../core/options.js';
 import type { ReadyInfo } from '../core/protocol/boot.js';
 import { CONNECT_SPEC } from '../core/protocol/connect.js';
 import { FORWARD_LOG_SPEC } from '../core/protocol/forward-log.js';
@@ -102,6 +102,17 @@ export interface RouterOptions {
   base?: string | URL;
 }
 
+/** The options of the master's `Router` (`RouterOptions`). */
+const ROUTER_OPTIONS = new Set([
+  'maxMessageSize',
+  'maxHeldBytes',
+  'name',
+  'shutdownGrace',
+  'moduleRoots',
+  'moduleFilter',
+  'base',
+]);
+
 /** Where a new context is started from. */
 export interface ViaOption {
   /**
@@ -138,6 +149,7 @@ export class MasterRouter extends CoreRouter {
   constructor(options: RouterOptions = {}) {
     const where = 'new Router()';
     options = optionsObject(options, where);
+    knownOptions(options, ROUTER_OPTIONS, where);
     const maxMessageSize = integer(
       options.maxMessageSize,
       'maxMessageSize',

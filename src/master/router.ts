@@ -46,7 +46,7 @@ export class Router extends EventEmitter<RouterEvents> {
 
   /**
    * @param options see `RouterOptions`.
-   * @throws RangeError or TypeError when an option is invalid, naming it.
+   * @throws InvalidOptionError when an option is invalid or unknown (a misspelt one), naming it.
    * @throws Error when tendril's bootstrap files are missing (the package was not built).
    */
   constructor(options: RouterOptions = {}) {

@@ -1,6 +1,6 @@
 import { constants } from 'node:os';
 import { InvalidOptionError } from '../../core/errors.js';
-import { abortSignal, integer, milliseconds, optionsObject, text } from '../../core/options.js';
+import { abortSignal, integer, knownOptions, milliseconds, optionsObject, text } from '../../core/options.js';
 
 /** Which output a line came from. */
 export type OutputStream = 'stdout' | 'stderr';
@@ -191,10 +191,7 @@ function commandInput(value: unknown, where: string): CommandInput | undefined {
  */
 export function checkOptions(options: ExecOptions | undefined, where: string): CheckedOptions {
   const given = optionsObject(options, where);
-  for (const key of Object.keys(given)) {
-    if (!KNOWN.has(key))
-      throw new InvalidOptionError(key, where, `one of ${[...KNOWN].join(', ')}`, 'an unknown option');
-  }
+  knownOptions(given, KNOWN, where);
   const shell = given.shell;
   if (shell !== undefined && typeof shell !== 'boolean') text(shell, 'shell', where, undefined, MAX_PATH);
   const force = given.forceKillAfterDelay;

@@ -7,7 +7,7 @@ import { basename } from 'node:path';
 import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, Context, routerOf } from '../../core/context.js';
 import { ChannelError, InvalidOptionError } from '../../core/errors.js';
-import { abortSignal, MAX_TIMER, milliseconds, optionsObject } from '../../core/options.js';
+import { abortSignal, knownOptions, MAX_TIMER, milliseconds, optionsObject } from '../../core/options.js';
 import type { Router as CoreRouter } from '../../core/router.js';
 import { ABANDON, CALL_SETTLED } from '../../core/sender.js';
 import { Cancellation } from '../cancellation.js';
@@ -112,8 +112,12 @@ interface Checked {
   stallTimeout: number;
 }
 
+/** The options a transfer takes (`TransferOptions`). */
+const TRANSFER_OPTIONS = new Set(['preserve', 'mode', 'onProgress', 'signal', 'recursive', 'merge', 'stallTimeout']);
+
 function checkOptions(options: TransferOptions | undefined, where: string): Checked {
   const o = optionsObject(options, where);
+  knownOptions(o, TRANSFER_OPTIONS, where);
   const { preserve, mode, onProgress, signal, recursive, merge } = o;
   if (preserve !== undefined && typeof preserve !== 'boolean' && (typeof preserve !== 'object' || preserve === null)) {
     throw new InvalidOptionError('preserve', where, 'a boolean or { owner: boolean }', preserve);
