@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DecodeError, UnsupportedValueError } from 'tendril';
 import {
-  CoreRouter,
   decode,
   encode,
   FIRST_DYNAMIC_HANDLE,
   MAX_BIGINT_BYTES,
   MAX_DEPTH,
   MAX_OBJECTS,
+  MessageSwitch,
   Sender,
   SHUTDOWN,
 } from '#dist/internal.js';
@@ -324,7 +324,7 @@ describe('codec', () => {
   });
 
   test('a Sender aimed at a standard handle is refused at decode; others arrive bound to the router', () => {
-    const router = new CoreRouter({ id: 0, name: 'master', parentIds: [] });
+    const router = new MessageSwitch({ id: 0, name: 'master', parentIds: [] });
     const reference = (handle: number) =>
       Buffer.from([0xd4, 0x4e, 0x00, 0x92, 0x05, 0xce, ...Buffer.from(new Uint32Array([handle]).buffer).reverse()]);
     for (const handle of [0, SHUTDOWN, FIRST_DYNAMIC_HANDLE - 1]) {

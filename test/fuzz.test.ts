@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DecodeError, StreamError } from 'tendril';
 import {
-  CoreRouter,
   decode,
   encode,
   encodeFrame,
@@ -12,6 +11,7 @@ import {
   MAX_BIGINT_BYTES,
   MAX_DEPTH,
   Message,
+  MessageSwitch,
   Sender,
 } from '#dist/internal.js';
 import { heapAfterGc } from './support/heap.js';
@@ -84,7 +84,7 @@ function corpus(): Buffer[] {
   ];
   const payloads = values.map((value) => Buffer.from(encode(value)));
   // A Sender reference, as a router writes it: tag 78, then [context ID, handle].
-  const sender = new Sender(new CoreRouter({ id: 0, name: 'fuzz', parentIds: [] }), 5, FIRST_DYNAMIC_HANDLE + 7);
+  const sender = new Sender(new MessageSwitch({ id: 0, name: 'fuzz', parentIds: [] }), 5, FIRST_DYNAMIC_HANDLE + 7);
   payloads.push(Buffer.from(encode([sender, 'x'])));
   return payloads;
 }
@@ -233,7 +233,7 @@ describe('fuzzing the decoders', () => {
   }, () => {
     const random = generator(SEED);
     const payloads = corpus();
-    const router = new CoreRouter({ id: 0, name: 'fuzz', parentIds: [] });
+    const router = new MessageSwitch({ id: 0, name: 'fuzz', parentIds: [] });
     let decoded = 0;
     const before = heapAfterGc();
     for (let i = 0; i < PAYLOADS; i++) {

@@ -9,7 +9,14 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Context, connect, type Listener, ListenerError, Router, type RouterWarning, serviceName } from 'tendril';
-import { BOOT, CALL_FUNCTION, encodeFrame, Message, ROUTER_SWITCH, type CoreRouter as Switch } from '#dist/internal.js';
+import {
+  BOOT,
+  CALL_FUNCTION,
+  encodeFrame,
+  Message,
+  ROUTER_SWITCH,
+  type MessageSwitch as Switch,
+} from '#dist/internal.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const WORKER = join(ROOT, 'build', 'test', 'fixtures', 'listener-worker.js');

@@ -12,7 +12,7 @@ import {
   integer,
   Message,
   Receiver,
-  CoreRouter as Router,
+  MessageSwitch as Router,
   type RouterWarning,
   Stream,
   SUBTREE_ID_QUOTA,

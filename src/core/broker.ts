@@ -3,8 +3,8 @@ import { Message } from './message.js';
 import { SHUTDOWN } from './protocol/handles.js';
 import { serve } from './protocol/serve.js';
 import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
-import type { Router } from './router.js';
 import type { Stream } from './stream.js';
+import type { MessageSwitch } from './switch.js';
 
 const debug = logger('broker');
 
@@ -86,7 +86,7 @@ export class Broker {
   private closing: Promise<void> | undefined;
 
   /** The router of this context; the broker serves STOP_CHILD on it. */
-  readonly router: Router;
+  readonly router: MessageSwitch;
   /** Default grace period of stops, in ms. */
   readonly grace: number;
 
@@ -94,7 +94,7 @@ export class Broker {
    * @param router the router of this context.
    * @param grace default grace period of stops, in ms. Default 2000.
    */
-  constructor(router: Router, grace = DEFAULT_SHUTDOWN_GRACE) {
+  constructor(router: MessageSwitch, grace = DEFAULT_SHUTDOWN_GRACE) {
     this.router = router;
     this.grace = grace;
     serve(router, STOP_CHILD_SPEC, ([id, grace]) => this.stopChild(id, grace ?? this.grace).then(() => null));

@@ -2,9 +2,9 @@ import { type ReceiverReference, SENDER_REFERENCE, setChannelFactory } from './c
 import { ChannelError, type TendrilError } from './errors.js';
 import { Message } from './message.js';
 import { Receiver } from './receiver.js';
-import { type Router, type RouterLike, switchOf } from './router.js';
 import { handled, rejected } from './send-window.js';
 import { ABANDON, CALL_SETTLED, type LeaseHolder, LOCAL_RECEIVER, Sender } from './sender.js';
+import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
 import { type HighWaterMark, highWaterMark } from './window.js';
 
 /** Options of a Channel. */
@@ -47,7 +47,7 @@ interface WaitingSend {
  */
 export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
   /** The router of the context this end lives in. */
-  readonly router: Router;
+  readonly router: MessageSwitch;
   private readonly window: Readonly<HighWaterMark>;
   private receiver: Receiver<In> | undefined;
   private peer: Sender<Out> | undefined;
@@ -63,7 +63,7 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
    * @param router the router of this context (the master's `Router`, or a context's own).
    * @throws InvalidOptionError when `options.highWaterMark` is malformed.
    */
-  constructor(router: RouterLike, options: ChannelOptions = {}) {
+  constructor(router: SwitchLike, options: ChannelOptions = {}) {
     this.router = switchOf(router);
     this.window = highWaterMark(options.highWaterMark, 'new Channel()');
     if (options === OTHER_END) return;
@@ -82,7 +82,7 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
 
   /** Makes the other end, from a reference that arrived in a message. */
   static fromReference<Out, In>(
-    router: Router,
+    router: MessageSwitch,
     reference: ReceiverReference,
     authority: number | undefined,
   ): Channel<Out, In> {
@@ -257,4 +257,6 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
 /** Marks the constructor call made by `fromReference`. */
 const OTHER_END: ChannelOptions = {};
 
-setChannelFactory((router, reference, authority) => Channel.fromReference(router as Router, reference, authority));
+setChannelFactory((router, reference, authority) =>
+  Channel.fromReference(router as MessageSwitch, reference, authority),
+);

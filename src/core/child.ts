@@ -18,10 +18,10 @@ import { BOOT } from './protocol/handles.js';
 import { MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { serve } from './protocol/serve.js';
 import { SHUTDOWN_SPEC } from './protocol/shutdown.js';
-import { Router } from './router.js';
 import { type BootConfig, type ConnectionModule, type ReadyInfo, type Runtime, setContextRuntime } from './runtime.js';
 import { type ServicesModule, setServicesLoader } from './services.js';
 import { type BlockingIo, Stream } from './stream.js';
+import { MessageSwitch } from './switch.js';
 
 /** File descriptor the first stage reads the stream from. */
 export const STREAM_IN_FD = 3;
@@ -71,7 +71,7 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
     // Not permitted everywhere; purely cosmetic.
   }
   stream.setMaxMessageSize(config.maxMessageSize);
-  const router = new Router({
+  const router = new MessageSwitch({
     id: config.id,
     name: config.name,
     parentIds: config.parentIds,
@@ -155,7 +155,7 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
  * Sends `message` to the parent and blocks until the reply: how a
  * synchronous `require()` of a module outside the static closure is served.
  */
-function requestSync(router: Router, stream: Stream, message: Message): Message {
+function requestSync(router: MessageSwitch, stream: Stream, message: Message): Message {
   // The handle only reserves a number; the reply is taken off the stream directly.
   const handle = router.addHandler(() => {});
   message.replyTo = handle;
@@ -192,7 +192,7 @@ const blockingIo: BlockingIo = {
 };
 
 /** Sends a child's output line to the master, where it becomes a log event. */
-function forwardLog(router: Router, record: LogRecord): void {
+function forwardLog(router: MessageSwitch, record: LogRecord): void {
   try {
     const log: ForwardLog = [record.contextId, record.contextName, record.text];
     router.send(

@@ -16,9 +16,9 @@ import { CALL_SERVICE_SPEC, type ServiceRequest } from './protocol/call-service.
 import { type ImporterStats, MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { ask, openReply } from './protocol/serve.js';
 import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
-import { type Router, type RouterLike, switchOf } from './router.js';
 import { type LeaseHolder, LOCAL_RECEIVER } from './sender.js';
 import type { RemoteService, ServiceArgs, ServiceMethodOf, ServiceOf, ServiceResult } from './services.js';
+import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: parameter types are inferred from the caller's function.
 type AnyFunction = (...args: any[]) => unknown;
@@ -97,7 +97,7 @@ export interface ShutdownOptions {
  */
 export class Context {
   /** The message switch this handle sends through (the master's, for contexts the program holds). */
-  private readonly router: Router;
+  private readonly router: MessageSwitch;
   /** The context's ID; unique in the tree. */
   readonly id: number;
   /** The context's name, used in logs and errors. */
@@ -115,7 +115,7 @@ export class Context {
    * @param parentId the ID of the context that started it.
    * @param info what it reported when it became ready.
    */
-  constructor(router: RouterLike, id: number, name: string, parentId: number, info: ContextInfo) {
+  constructor(router: SwitchLike, id: number, name: string, parentId: number, info: ContextInfo) {
     this.router = switchOf(router);
     this.id = id;
     this.name = name;
@@ -503,8 +503,8 @@ export class Context {
 }
 
 /** The message switch a context handle sends through: for tendril's services, which open Receivers and Channels beside their calls. */
-export function routerOf(context: Context): Router {
-  return (context as unknown as { router: Router }).router;
+export function routerOf(context: Context): MessageSwitch {
+  return (context as unknown as { router: MessageSwitch }).router;
 }
 
 /**

@@ -3,8 +3,8 @@ import { compileFunction, type FunctionFactory } from './function-source.js';
 import type { Importer } from './importer.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
 import { serve } from './protocol/serve.js';
-import type { Router } from './router.js';
 import { CALL_SETTLED } from './sender.js';
+import type { MessageSwitch } from './switch.js';
 
 /**
  * A shipped function that reads a variable of the scope it was written in
@@ -50,7 +50,7 @@ export class Dispatcher {
    * @param onUnreported called with errors of calls that expect no reply (callNoReply).
    */
   constructor(
-    router: Router,
+    router: MessageSwitch,
     private readonly importer: Importer,
     private readonly defaultBase: string,
     private readonly onUnreported: (error: unknown) => void,

@@ -1,6 +1,6 @@
 import { ALLOCATE_ID_SPEC, type IdBlock } from './protocol/allocate-id.js';
 import { ask } from './protocol/serve.js';
-import type { Router } from './router.js';
+import type { MessageSwitch } from './switch.js';
 
 /** A half-open range of context IDs (defined with ALLOCATE_ID). */
 export type { IdBlock } from './protocol/allocate-id.js';
@@ -37,7 +37,7 @@ export class IdPool implements IdSource {
    * @param initial the block given at BOOT, or null.
    */
   constructor(
-    private readonly router: Router,
+    private readonly router: MessageSwitch,
     initial: IdBlock | null,
   ) {
     if (initial && initial[1] > initial[0]) this.blocks.push([initial[0], initial[1]]);

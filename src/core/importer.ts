@@ -27,8 +27,8 @@ import {
 import { GET_MODULE_SPEC } from './protocol/get-module.js';
 import type { ImporterStats } from './protocol/module-stats.js';
 import { openReply, serve } from './protocol/serve.js';
-import { deadReason, type Router } from './router.js';
 import type { Stream } from './stream.js';
+import { deadReason, type MessageSwitch } from './switch.js';
 
 /** Specifier under which tendril's bundled modules ask for the core they run against. */
 export const CORE_MODULE_ID = 'tendril:core';
@@ -135,7 +135,7 @@ export class Importer {
    * @param nativeRequire the context's own `require`, for built-ins and target-installed packages.
    */
   constructor(
-    private readonly router: Router,
+    private readonly router: MessageSwitch,
     private readonly core: object,
     private readonly nativeRequire: NodeJS.Require,
     private readonly options: ImporterOptions,

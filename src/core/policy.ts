@@ -1,21 +1,21 @@
 import type { Message } from './message.js';
-import type { Policy, Router } from './router.js';
+import type { MessageSwitch, Policy } from './switch.js';
 
 /**
  * Admits messages acting under the authority of this context's parent or
  * any ancestor (or this context itself). A child can therefore never make
  * its parent run code.
  */
-export function hasParentAuthority(router: Router): Policy {
+export function hasParentAuthority(router: MessageSwitch): Policy {
   return (message: Message) => message.auth === router.id || router.parentIds.includes(message.auth);
 }
 
 /** Admits only messages that originate in this context. */
-export function fromSelf(router: Router): Policy {
+export function fromSelf(router: MessageSwitch): Policy {
   return (message: Message) => message.auth === router.id;
 }
 
 /** Admits messages that arrived on a stream from a child: requests flow up the tree only. */
-export function fromChildStream(router: Router): Policy {
+export function fromChildStream(router: MessageSwitch): Policy {
   return (_message: Message, stream) => stream !== undefined && stream !== router.parentStream;
 }

@@ -2,7 +2,7 @@ import { encode } from './codec.js';
 import { HeldBytesError } from './errors.js';
 import { type Holding, ITEM_OVERHEAD } from './holdings.js';
 import { FLAG_DEAD, Message } from './message.js';
-import type { Router } from './router.js';
+import type { MessageSwitch } from './switch.js';
 import { fits, type HighWaterMark } from './window.js';
 
 /** One Sender feeding the receiver: the credit handle its messages name. */
@@ -58,7 +58,7 @@ const MAX_SOURCES_PER_CONTEXT = 4096;
  * to a context, otherwise batched once per turn of the event loop.
  *
  * What waits unread from another context, and the record of each of its
- * Senders, is charged to that context's account (`Router.holding`), so
+ * Senders, is charged to that context's account (`MessageSwitch.holding`), so
  * that the contexts behind one child together hold at most its
  * `maxHeldBytes` here, whatever IDs and Senders they use. The charge for a
  * value is given back when it is read, or when the receiver is closed.
@@ -75,7 +75,7 @@ export class ReceiveWindow {
    * @param window the receiver's high-water mark.
    */
   constructor(
-    private readonly router: Router,
+    private readonly router: MessageSwitch,
     private readonly handle: number,
     private readonly window: Readonly<HighWaterMark>,
   ) {}

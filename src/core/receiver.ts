@@ -1,10 +1,10 @@
 import { ChannelError, type TendrilError, TimeoutError } from './errors.js';
 import type { Message } from './message.js';
 import { ReceiveWindow } from './receive-window.js';
-import { deadReason, type Policy, type Router, type RouterLike, switchOf } from './router.js';
 import { SENDER_CLOSED } from './send-window.js';
 import { type LeaseHolder, LOCAL_RECEIVER, Sender } from './sender.js';
 import type { Stream } from './stream.js';
+import { deadReason, type MessageSwitch, type Policy, type SwitchLike, switchOf } from './switch.js';
 import { type HighWaterMark, highWaterMark } from './window.js';
 
 /** Options of a receiver. */
@@ -75,7 +75,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   /** The handle this receiver listens on. */
   readonly handle: number;
   /** The router it is registered with. */
-  readonly router: Router;
+  readonly router: MessageSwitch;
   /** The window each sending context keeps to, with all its Senders of this receiver together. */
   readonly highWaterMark: Readonly<HighWaterMark>;
   private readonly queue: Message[] = [];
@@ -98,7 +98,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
    * @throws Error when `options.handle` is already registered.
    * @throws InvalidOptionError when `options.highWaterMark` is malformed.
    */
-  constructor(router: RouterLike, options: ReceiverOptions = {}) {
+  constructor(router: SwitchLike, options: ReceiverOptions = {}) {
     const core = switchOf(router);
     this.router = core;
     this.highWaterMark = highWaterMark(options.highWaterMark, 'new Receiver()');

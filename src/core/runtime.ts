@@ -3,7 +3,7 @@ import type { IdSource } from './ids.js';
 import type { LogRecord } from './log.js';
 import type { ReadyInfo } from './protocol/boot.js';
 import type { ConnectRequest } from './protocol/connect.js';
-import type { Router } from './router.js';
+import type { MessageSwitch } from './switch.js';
 
 /**
  * What a context that starts children provides to the connection methods:
@@ -12,7 +12,7 @@ import type { Router } from './router.js';
  */
 export interface Runtime {
   /** This context's router. */
-  readonly router: Router;
+  readonly router: MessageSwitch;
   /** This context's broker, which takes ownership of started children. */
   readonly broker: Broker;
   /** Numbers new children. */

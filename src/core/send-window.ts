@@ -1,7 +1,7 @@
 import { decode, encode } from './codec.js';
 import { ChannelError, type TendrilError } from './errors.js';
 import { FLAG_DEAD, Message } from './message.js';
-import { deadReason, type Router } from './router.js';
+import { deadReason, type MessageSwitch } from './switch.js';
 import { fits, type HighWaterMark } from './window.js';
 
 /** Reason a receiver sees when its sender closed it on purpose. */
@@ -75,9 +75,9 @@ class SharedWindow {
 }
 
 /** The shared windows of each router, by receiver (`'<context>/<handle>'`). */
-const sharedWindows = new WeakMap<Router, Map<string, SharedWindow>>();
+const sharedWindows = new WeakMap<MessageSwitch, Map<string, SharedWindow>>();
 
-function join(router: Router, dst: number, handle: number): SharedWindow {
+function join(router: MessageSwitch, dst: number, handle: number): SharedWindow {
   let registry = sharedWindows.get(router);
   if (!registry) {
     registry = new Map();
@@ -124,7 +124,7 @@ export class SendWindow {
    * @param window the receiver's high-water mark.
    */
   constructor(
-    private readonly router: Router,
+    private readonly router: MessageSwitch,
     private readonly dst: number,
     private readonly handle: number,
     private readonly auth: number,

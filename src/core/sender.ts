@@ -1,7 +1,7 @@
 import { encode, type ReceiverReference, SENDER_REFERENCE, setSenderFactory } from './codec.js';
 import { MessageTooLargeError, type TendrilError } from './errors.js';
-import { type Router, type RouterLike, switchOf } from './router.js';
 import { SendWindow } from './send-window.js';
+import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
 import { DEFAULT_HIGH_WATER_MARK, type HighWaterMark, highWaterMark } from './window.js';
 
 /**
@@ -86,7 +86,7 @@ export interface SenderOptions {
  */
 export class Sender<T = unknown> {
   /** The router of the context sending. */
-  readonly router: Router;
+  readonly router: MessageSwitch;
   /** The context the receiver lives in. */
   readonly contextId: number;
   /** The receiver's handle in that context. */
@@ -110,7 +110,7 @@ export class Sender<T = unknown> {
    * @param options authority and window (see `SenderOptions`).
    * @throws InvalidOptionError when `options.highWaterMark` is malformed.
    */
-  constructor(router: RouterLike, contextId: number, handle: number, options: SenderOptions = {}) {
+  constructor(router: SwitchLike, contextId: number, handle: number, options: SenderOptions = {}) {
     const core = switchOf(router);
     this.router = core;
     this.contextId = contextId;
@@ -198,7 +198,7 @@ export class Sender<T = unknown> {
 
 setSenderFactory(
   (router, reference: ReceiverReference, authority) =>
-    new Sender(router as Router, reference.contextId, reference.handle, {
+    new Sender(router as MessageSwitch, reference.contextId, reference.handle, {
       authority,
       ...(reference.window && { highWaterMark: reference.window }),
     }),

@@ -9,8 +9,8 @@
 import { Context, type ContextInfo } from './context.js';
 import type { Message } from './message.js';
 import type { ServiceRequest } from './protocol/call-service.js';
-import type { Router } from './router.js';
 import { contextRuntime } from './runtime.js';
+import type { MessageSwitch } from './switch.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: method parameter types are inferred from the implementation.
 type AnyFunction = (...args: any[]) => unknown;
@@ -172,7 +172,7 @@ export interface ServiceRegistryApi {
 /** What `tendril:services` gives the core for services. */
 export interface ServicesModule {
   /** The registry of `router`'s context, installed as its dispatcher on first use. */
-  serviceRegistry(router: Router): ServiceRegistryApi;
+  serviceRegistry(router: MessageSwitch): ServiceRegistryApi;
 }
 
 /**

@@ -3,7 +3,7 @@ import { type ChildIds, ID_BLOCK_SIZE, type IdSource } from '../core/ids.js';
 import { MAX_ID } from '../core/message.js';
 import { ALLOCATE_ID_SPEC, type IdBlock } from '../core/protocol/allocate-id.js';
 import { serve } from '../core/protocol/serve.js';
-import type { Router } from '../core/router.js';
+import type { MessageSwitch } from '../core/switch.js';
 
 /**
  * Most IDs the master hands to the subtree under one of its children, over
@@ -41,7 +41,7 @@ export class IdAllocator implements IdSource {
   private readonly allotted = new Map<number, number>();
 
   /** @param router the master's router; ALLOCATE_ID is served on it. */
-  constructor(private readonly router: Router) {
+  constructor(private readonly router: MessageSwitch) {
     // Any descendant may ask; the block is recorded against the asker.
     serve(router, ALLOCATE_ID_SPEC, (count, message) => this.grantTo(message.src, count));
   }

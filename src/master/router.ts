@@ -9,12 +9,12 @@ import { type SuOptions, su } from '../connection/su.js';
 import { type SudoOptions, sudo } from '../connection/sudo.js';
 import type { Context } from '../core/context.js';
 import { Receiver, type ReceiverOptions } from '../core/receiver.js';
-import { ROUTER_SWITCH, type RouterEvents } from '../core/router.js';
-import { MasterRouter, type RouterOptions, type ViaOption } from './master-router.js';
+import { ROUTER_SWITCH, type RouterEvents } from '../core/switch.js';
+import { MasterSwitch, type RouterOptions, type ViaOption } from './master-switch.js';
 import type { ResponderStats } from './module-responder.js';
 
 /** Options of the `Router` and of its connection methods. */
-export type { RouterOptions, ViaOption } from './master-router.js';
+export type { RouterOptions, ViaOption } from './master-switch.js';
 
 const EVENTS = ['route', 'disconnect', 'parentClosed', 'log', 'warning'] as const;
 
@@ -42,7 +42,7 @@ const EVENTS = ['route', 'disconnect', 'parentClosed', 'log', 'warning'] as cons
  * requests) is internal and not part of the API.
  */
 export class Router extends EventEmitter<RouterEvents> {
-  readonly #core: MasterRouter;
+  readonly #core: MasterSwitch;
 
   /**
    * @param options see `RouterOptions`.
@@ -51,7 +51,7 @@ export class Router extends EventEmitter<RouterEvents> {
    */
   constructor(options: RouterOptions = {}) {
     super();
-    this.#core = new MasterRouter(options);
+    this.#core = new MasterSwitch(options);
     for (const event of EVENTS) {
       this.#core.on(event, (...args: unknown[]) =>
         (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args),
@@ -201,7 +201,7 @@ export class Router extends EventEmitter<RouterEvents> {
   }
 
   /** The message switch behind this facade; internal (receivers and tests reach it this way). */
-  get [ROUTER_SWITCH](): MasterRouter {
+  get [ROUTER_SWITCH](): MasterSwitch {
     return this.#core;
   }
 }

@@ -6,9 +6,9 @@ import { ChannelError, TimeoutError } from '../core/errors.js';
 import { logger } from '../core/log.js';
 import { MAX_TIMER, milliseconds, optionsObject, STOP_GRACE } from '../core/options.js';
 import { Receiver, type ReceiverOptions } from '../core/receiver.js';
-import { Router as CoreRouter, type PreparedCall, ROUTER_SWITCH, type RouterWarning } from '../core/router.js';
 import { type ServiceName, type ServiceOptions, serviceName } from '../core/services.js';
 import { Stream } from '../core/stream.js';
+import { MessageSwitch, type PreparedCall, ROUTER_SWITCH, type RouterWarning } from '../core/switch.js';
 import { callPreparer } from '../master/prepare-call.js';
 import { MAX_VIA_DEPTH, type PoolTarget } from '../services/pool/index.js';
 import { serviceRegistry } from '../services/service/registry.js';
@@ -71,11 +71,11 @@ export interface WorkerRouterEvents {
 }
 
 /** The message switch of a joined process: ships functions as the master does, and keeps the process alive only while a call is in flight. */
-class PeerSwitch extends CoreRouter {
+class PeerSwitch extends MessageSwitch {
   private readonly preparer = callPreparer();
   private held = 0;
 
-  override prepareCall(fn: Parameters<CoreRouter['prepareCall']>[0]): PreparedCall {
+  override prepareCall(fn: Parameters<MessageSwitch['prepareCall']>[0]): PreparedCall {
     return this.preparer(fn);
   }
 
@@ -265,7 +265,7 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
   }
 
   /** The message switch behind this facade; internal. */
-  get [ROUTER_SWITCH](): CoreRouter {
+  get [ROUTER_SWITCH](): MessageSwitch {
     return this.#core;
   }
 }

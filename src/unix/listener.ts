@@ -5,9 +5,9 @@ import { EventEmitter } from 'eventemitter3';
 import { encodeFrame } from '../core/framing.js';
 import { logger } from '../core/log.js';
 import { integer, milliseconds, optionsObject } from '../core/options.js';
-import { ROUTER_SWITCH } from '../core/router.js';
 import { Stream } from '../core/stream.js';
-import type { MasterRouter } from '../master/master-router.js';
+import { ROUTER_SWITCH } from '../core/switch.js';
+import type { MasterSwitch } from '../master/master-switch.js';
 import type { Router } from '../master/router.js';
 import { ListenerError } from './errors.js';
 import { readHello, refusalMessage, welcomeMessage } from './hello.js';
@@ -65,7 +65,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
   /** The socket's absolute path. */
   readonly path: string;
   private readonly router: Router;
-  private readonly core: MasterRouter;
+  private readonly core: MasterSwitch;
   private readonly server: Server;
   private readonly allowUids: ReadonlySet<number>;
   private readonly maxPeers: number;
@@ -79,7 +79,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
   private constructor(router: Router, path: string, server: Server, options: Required<ListenOptions>) {
     super();
     this.router = router;
-    this.core = router[ROUTER_SWITCH] as MasterRouter;
+    this.core = router[ROUTER_SWITCH] as MasterSwitch;
     this.path = path;
     this.server = server;
     this.allowUids = new Set(options.allowUids);
@@ -103,7 +103,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
    */
   static async open(router: Router, path: string, options: ListenOptions = {}): Promise<Listener> {
     const where = 'router.listen()';
-    const core = router[ROUTER_SWITCH] as MasterRouter;
+    const core = router[ROUTER_SWITCH] as MasterSwitch;
     optionsObject(options, where);
     if (typeof path !== 'string' || path === '') {
       throw new ListenerError(String(path), `${where} needs the socket's path, a non-empty string`);

@@ -5,7 +5,7 @@
  * lease it takes is tied to it and released when it leaves.
  */
 import type { Context, ContextInfo } from '../core/context.js';
-import type { MasterRouter } from '../master/master-router.js';
+import type { MasterSwitch } from '../master/master-switch.js';
 import type { Router } from '../master/router.js';
 import type { PoolLease, PoolTarget } from '../services/pool/index.js';
 import { MAX_VIA_DEPTH } from '../services/pool/index.js';
@@ -49,7 +49,7 @@ export function recordOf(context: Context): ContextRecord {
  * Offers the service of peer `peerId` in the master.
  * @returns a function that withdraws it and releases every lease the peer held.
  */
-export function offerPeerService(router: Router, core: MasterRouter, peerId: number): () => void {
+export function offerPeerService(router: Router, core: MasterSwitch, peerId: number): () => void {
   /** A lease by the peer's token; null while it is being acquired. */
   const leases = new Map<number, PoolLease | null>();
   let gone = false;
@@ -130,7 +130,7 @@ function acquireOptions(options: unknown): { unique: boolean; timeout: number | 
  * context it holds) replaced by the master's handle on that context.
  * @throws TypeError when a via names a context the master did not start.
  */
-function resolveVia(core: MasterRouter, target: unknown, depth: number): PoolTarget {
+function resolveVia(core: MasterSwitch, target: unknown, depth: number): PoolTarget {
   if (target === null || typeof target !== 'object' || Array.isArray(target)) {
     throw new TypeError('acquire: the target must be an object such as { method: "ssh", host: "web1" }');
   }

@@ -1,5 +1,5 @@
 import type { Router } from 'tendril';
-import { ROUTER_SWITCH, type CoreRouter as Switch } from '#dist/internal.js';
+import { ROUTER_SWITCH, type MessageSwitch as Switch } from '#dist/internal.js';
 
 /** The message switch behind the public `Router` facade, for tests that must reach the routing internals. */
 export function switchOf(router: Router): Switch {

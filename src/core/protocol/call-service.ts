@@ -1,6 +1,6 @@
 import type { ServiceErrorDetails } from '../errors.js';
 import type { Message } from '../message.js';
-import type { Policy, Router } from '../router.js';
+import type { MessageSwitch, Policy } from '../switch.js';
 import { MAX_NAME_LENGTH, string, tuple, Violation } from './check.js';
 import { CALL_SERVICE_HANDLE } from './handles.js';
 import type { HandleSpec } from './spec.js';
@@ -40,7 +40,7 @@ export const CALL_SERVICE_SPEC: HandleSpec<ServiceRequest, unknown> = {
 
 /** The details of a `ServiceError` about the call `message` carried. */
 export function serviceErrorDetails(
-  router: Router,
+  router: MessageSwitch,
   service: string,
   method: string,
   message: Message,
@@ -49,7 +49,7 @@ export function serviceErrorDetails(
 }
 
 /** How a service error names the calling context: `context 'web1' (id 3)`, or `context 7` when this context knows no name for it. */
-export function describeServiceCaller(router: Router, contextId: number): string {
+export function describeServiceCaller(router: MessageSwitch, contextId: number): string {
   const name = router.nameOf(contextId);
   return /^context \d+$/.test(name) ? name : `context '${name}' (id ${contextId})`;
 }

@@ -1,8 +1,8 @@
 import { encode } from '../codec.js';
 import { describeError, MessageTooLargeError, ProtocolError } from '../errors.js';
 import { Message } from '../message.js';
-import type { RequestOptions, Router } from '../router.js';
 import type { Stream } from '../stream.js';
+import type { MessageSwitch, RequestOptions } from '../switch.js';
 import { Violation } from './check.js';
 import { EnvelopeViolation, failureReply, openEnvelope, successReply } from './envelope.js';
 import type { HandleSpec } from './spec.js';
@@ -10,7 +10,7 @@ import type { HandleSpec } from './spec.js';
 /** Options of `serve`. */
 export interface ServeOptions {
   /** Admission check replacing the spec's policy (a Receiver-like narrower one). */
-  policy?: import('../router.js').Policy;
+  policy?: import('../switch.js').Policy;
   /**
    * Called with the error of a request that expected no reply (reply-to 0):
    * there is nobody to tell. Default: a router warning.
@@ -43,7 +43,7 @@ export interface ServeOptions {
  *   the stream it arrived on (undefined when sent from this context).
  */
 export function serve<Request, Reply>(
-  router: Router,
+  router: MessageSwitch,
   spec: HandleSpec<Request, Reply>,
   handler: (request: Request, message: Message, stream: Stream | undefined) => Reply | Promise<Reply>,
   options: ServeOptions = {},
@@ -72,7 +72,7 @@ export function serve<Request, Reply>(
   );
 }
 
-function checkRequest<Request>(router: Router, spec: HandleSpec<Request, unknown>, message: Message): Request {
+function checkRequest<Request>(router: MessageSwitch, spec: HandleSpec<Request, unknown>, message: Message): Request {
   const value = message.unpack(spec.senders ? router : undefined);
   try {
     return spec.request(value);
@@ -87,7 +87,7 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 }
 
 type Answer = (
-  router: Router,
+  router: MessageSwitch,
   spec: HandleSpec<unknown, unknown>,
   message: Message,
   value: unknown,
@@ -175,10 +175,10 @@ export type AskOptions = RequestOptions;
  * @param options timeout (default: the spec's), signal, and what is being done for error messages.
  * @throws the error the handler raised there, revived (see `remoteError`).
  * @throws ProtocolError when the reply is malformed.
- * @throws ChannelError, TimeoutError and the errors of `Router.request`.
+ * @throws ChannelError, TimeoutError and the errors of `MessageSwitch.request`.
  */
 export async function ask<Request, Reply>(
-  router: Router,
+  router: MessageSwitch,
   dst: number,
   spec: HandleSpec<Request, Reply>,
   request: Request,
@@ -196,7 +196,12 @@ export async function ask<Request, Reply>(
  * The checked value of a reply to `spec` from context `dst`.
  * @throws as `ask`.
  */
-export function openReply<Reply>(router: Router, dst: number, spec: HandleSpec<unknown, Reply>, reply: Message): Reply {
+export function openReply<Reply>(
+  router: MessageSwitch,
+  dst: number,
+  spec: HandleSpec<unknown, Reply>,
+  reply: Message,
+): Reply {
   try {
     const value = openEnvelope(reply.unpack(spec.senders ? router : undefined), router.nameOf(dst), dst);
     return spec.reply ? spec.reply(value) : (value as Reply);

@@ -1,4 +1,4 @@
-import type { Policy, Router } from '../router.js';
+import type { MessageSwitch, Policy } from '../switch.js';
 
 /**
  * Everything there is to know about one standard handle: its number and
@@ -12,7 +12,7 @@ export interface HandleSpec<Request, Reply> {
   /** Its name in logs and errors, e.g. `'ALLOCATE_ID'`. */
   readonly name: string;
   /** Who may send requests, given the serving context's router. */
-  readonly policy: (router: Router) => Policy;
+  readonly policy: (router: MessageSwitch) => Policy;
   /**
    * Checks a decoded request and returns it typed.
    * @throws Violation naming what is wrong.

@@ -9,8 +9,8 @@
 import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, Context } from '../../core/context.js';
 import { ChannelError, type RemoteErrorInfo, remoteError, TendrilError, toRemoteErrorInfo } from '../../core/errors.js';
-import type { Router } from '../../core/router.js';
 import { ABANDON } from '../../core/sender.js';
+import type { MessageSwitch } from '../../core/switch.js';
 import { FileTransferError } from './errors.js';
 import type { Output, SinkOptions, TransferCounts, Value } from './protocol.js';
 
@@ -94,7 +94,7 @@ export class Leg<R> {
    * @param limits when to fail it as stalled; unset: never.
    */
   constructor(
-    router: Router,
+    router: MessageSwitch,
     readonly context: Context,
     service: string,
     args: unknown[],
@@ -251,7 +251,7 @@ export interface FanOutOptions {
  * does not stop the others.
  */
 export async function teeToChildren(
-  router: Router,
+  router: MessageSwitch,
   input: Channel<unknown, unknown>,
   targets: TargetRef[],
   remotePath: string,

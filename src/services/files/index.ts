@@ -4,7 +4,7 @@
  */
 import type { Readable } from 'node:stream';
 import { Context } from '../../core/context.js';
-import { ROUTER_SWITCH } from '../../core/router.js';
+import { ROUTER_SWITCH } from '../../core/switch.js';
 import { Router } from '../../master/router.js';
 import { createReadStream, createWriteStream, type FileWriteStream, type WriteStreamOptions } from './streams.js';
 import { type CopyOutcome, copy, copyToMany, fetch, type TransferOptions, type TransferResult } from './transfer.js';

@@ -8,8 +8,8 @@ import { Channel } from '../../core/channel.js';
 import { CALL_SERVICE, Context, routerOf } from '../../core/context.js';
 import { ChannelError, InvalidOptionError } from '../../core/errors.js';
 import { abortSignal, knownOptions, MAX_TIMER, milliseconds, optionsObject } from '../../core/options.js';
-import type { Router as CoreRouter } from '../../core/router.js';
 import { ABANDON, CALL_SETTLED } from '../../core/sender.js';
+import type { MessageSwitch } from '../../core/switch.js';
 import { Cancellation } from '../cancellation.js';
 import { FileTransferError, fileError } from './errors.js';
 import {
@@ -198,7 +198,7 @@ function checkedCounts(value: unknown, context: Context, path: string): Transfer
  * they dropped their partial file is bounded.
  */
 function sourceOf(
-  core: CoreRouter,
+  core: MessageSwitch,
   localPath: string,
   checked: Checked,
   progress: Progress,
@@ -356,7 +356,7 @@ export async function fetch(
 }
 
 /** A handle on a context the master knows only by ID (an intermediate it was not given). */
-function handleOf(core: CoreRouter, id: number, known: Map<number, Context>): Context {
+function handleOf(core: MessageSwitch, id: number, known: Map<number, Context>): Context {
   const existing = known.get(id);
   if (existing) return existing;
   return new Context(core, id, core.nameOf(id), -1, { pid: 0, nodeVersion: '', hostname: '', platform: '', arch: '' });
@@ -369,7 +369,7 @@ function scaled(ms: number, factor: number): number {
 
 /** `router.copy()`: one stream per intermediate, teed there to its children. */
 export async function copyToMany(
-  core: CoreRouter,
+  core: MessageSwitch,
   localPath: string,
   remotePath: string,
   contexts: Context[],

@@ -11,7 +11,7 @@ import { ownMethod } from '../../connection/connect.js';
 import { Context } from '../../core/context.js';
 import { ContextDisconnectedError, InvalidOptionError, TimeoutError } from '../../core/errors.js';
 import { abortSignal, integer, milliseconds, optionsObject } from '../../core/options.js';
-import { ROUTER_SWITCH } from '../../core/router.js';
+import { ROUTER_SWITCH } from '../../core/switch.js';
 import { Router } from '../../master/router.js';
 import { PoolError } from './errors.js';
 import { type ParsedTarget, type PoolTarget, parseTarget } from './target.js';

@@ -4,8 +4,9 @@
  * master, `contextRouter().registerService()` in a child,
  * `context.callService()` and `context.service()` anywhere. See docs/services.md.
  */
-import { ROUTER_SWITCH } from '../../core/router.js';
+
 import type { ServiceName, ServiceOptions } from '../../core/services.js';
+import { ROUTER_SWITCH } from '../../core/switch.js';
 import { Router } from '../../master/router.js';
 import { serviceRegistry } from './registry.js';
 

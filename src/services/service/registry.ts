@@ -17,7 +17,6 @@ import { integer, optionsObject, text } from '../../core/options.js';
 import { hasParentAuthority } from '../../core/policy.js';
 import { describeServiceCaller, type ServiceRequest, serviceErrorDetails } from '../../core/protocol/call-service.js';
 import { MAX_NAME_LENGTH } from '../../core/protocol/check.js';
-import type { Router } from '../../core/router.js';
 import type {
   ServiceCaller,
   ServiceName,
@@ -25,6 +24,7 @@ import type {
   ServicePolicy,
   ServiceRegistryApi,
 } from '../../core/services.js';
+import type { MessageSwitch } from '../../core/switch.js';
 import { FifoQueue } from './fifo.js';
 
 /** Calls of one service running at once, by default. */
@@ -64,7 +64,7 @@ export class ServiceRegistry implements ServiceRegistryApi {
   private readonly services = new Map<string, Service>();
 
   /** @param router the router of the context the services are offered in. */
-  constructor(private readonly router: Router) {}
+  constructor(private readonly router: MessageSwitch) {}
 
   /**
    * Registers `implementation`'s methods under `name`.
@@ -314,10 +314,10 @@ function validators(
   return checks;
 }
 
-const registries = new WeakMap<Router, ServiceRegistry>();
+const registries = new WeakMap<MessageSwitch, ServiceRegistry>();
 
 /** The registry of `router`'s context, made and installed as its dispatcher on first use. */
-export function serviceRegistry(router: Router): ServiceRegistry {
+export function serviceRegistry(router: MessageSwitch): ServiceRegistry {
   let registry = registries.get(router);
   if (!registry) {
     const made = new ServiceRegistry(router);

@@ -64,7 +64,7 @@ export interface PreparedCall {
   usesModules: boolean;
 }
 
-/** Options of `Router.addHandler`. */
+/** Options of `MessageSwitch.addHandler`. */
 export interface HandlerOptions {
   /** Use this handle number instead of allocating one (standard handles). */
   handle?: number;
@@ -89,7 +89,7 @@ interface HandlerEntry {
   onClose: ((error: TendrilError) => void) | undefined;
 }
 
-/** Options of `Router.request`. */
+/** Options of `MessageSwitch.request`. */
 export interface RequestOptions {
   /** Reject with `TimeoutError` after this many milliseconds. Default: no limit. */
   timeout?: number | undefined;
@@ -147,11 +147,11 @@ export interface RouterIdentity {
 export const ROUTER_SWITCH: unique symbol = Symbol.for('tendril.routerSwitch') as never;
 
 /** A router, or a facade that holds one under `ROUTER_SWITCH`. */
-export type RouterLike = Router | { readonly [ROUTER_SWITCH]: Router };
+export type SwitchLike = MessageSwitch | { readonly [ROUTER_SWITCH]: MessageSwitch };
 
 /** The message switch behind `router`. */
-export function switchOf(router: RouterLike): Router {
-  return router instanceof Router ? router : router[ROUTER_SWITCH];
+export function switchOf(router: SwitchLike): MessageSwitch {
+  return router instanceof MessageSwitch ? router : router[ROUTER_SWITCH];
 }
 
 /**
@@ -165,7 +165,7 @@ export function switchOf(router: RouterLike): Router {
  * stream they were announced on, everything else through the parent), so a
  * context cannot speak for an ID it does not own.
  */
-export class Router extends EventEmitter<RouterEvents> {
+export class MessageSwitch extends EventEmitter<RouterEvents> {
   /** This context's ID; the master is 0. */
   readonly id: number;
   /** This context's name. */

@@ -16,9 +16,9 @@ import { CONNECT_SPEC } from '../core/protocol/connect.js';
 import { FORWARD_LOG_SPEC } from '../core/protocol/forward-log.js';
 import { RouteRefusedError } from '../core/protocol/routes.js';
 import { ask, serve } from '../core/protocol/serve.js';
-import { Router as CoreRouter, type PreparedCall } from '../core/router.js';
 import type { ConnectRequest, Runtime } from '../core/runtime.js';
 import type { Stream } from '../core/stream.js';
+import { MessageSwitch, type PreparedCall } from '../core/switch.js';
 import { bootstrapAssets } from './assets.js';
 import { baseDirectory, baseFile, callerModule, mainModule } from './caller.js';
 import { warmFunctionAnalysis } from './function-analysis.js';
@@ -129,7 +129,7 @@ export interface ViaOption {
  * shipped functions, receiving log lines). Programs use it through the
  * `Router` facade, which shows only the public part.
  */
-export class MasterRouter extends CoreRouter {
+export class MasterSwitch extends MessageSwitch {
   /** Owner of the child processes this router started directly. */
   readonly broker: Broker;
   private readonly ids: IdAllocator;
@@ -333,7 +333,7 @@ export class MasterRouter extends CoreRouter {
   }
 
   /** Analyses each distinct function source once (see `callPreparer`). */
-  override prepareCall(fn: Parameters<CoreRouter['prepareCall']>[0]): PreparedCall {
+  override prepareCall(fn: Parameters<MessageSwitch['prepareCall']>[0]): PreparedCall {
     return this.preparer(fn);
   }
 
