@@ -1,6 +1,6 @@
 // Builds the package's code: the master's bundle (dist/*.js, beside the
 // declarations tsc wrote), and what children receive: the first stage, the
-// deflated core, and the connection and services bundles (dist/bootstrap/).
+// deflated core, and the connection and toolkit bundles (dist/bootstrap/).
 // Run after `tsc` (see package.json).
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -179,8 +179,8 @@ const ssh = await layer('src/connection/ssh-methods.ts', 'ssh.cjs', [connectionA
 if (connection.includes('"ssh2"')) {
   throw new Error('connection.cjs contains the SSH methods: they belong in ssh.cjs');
 }
-// The services (commands, files), on first use.
-const services = await layer('src/services/remote.ts', 'services.cjs');
+// The toolkit (commands, files, services), on first use.
+const toolkit = await layer('src/toolkit/remote.ts', 'toolkit.cjs');
 
 // The openssh method's SSH_ASKPASS helper ships with the built package.
 copyFileSync(join(root, 'bootstrap', 'askpass.sh'), join(out, 'askpass.sh'));
@@ -194,12 +194,12 @@ const sizes = {
   connectionDeflated: deflateRawSync(Buffer.from(connection)).length,
   ssh: Buffer.byteLength(ssh),
   sshDeflated: deflateRawSync(Buffer.from(ssh)).length,
-  services: Buffer.byteLength(services),
+  toolkit: Buffer.byteLength(toolkit),
   master: Object.fromEntries(
     Object.entries(master.metafile.outputs).map(([file, output]) => [file.replace(/^.*\//, ''), output.bytes]),
   ),
 };
 writeFileSync(join(out, 'sizes.json'), `${JSON.stringify(sizes, null, 2)}\n`);
 console.log(
-  `bootstrap: first stage ${sizes.firstStage} B, core ${sizes.core} B (${sizes.coreDeflated} B deflated), connection ${sizes.connection} B (${sizes.connectionDeflated} B deflated), ssh ${sizes.ssh} B (${sizes.sshDeflated} B deflated), services ${sizes.services} B`,
+  `bootstrap: first stage ${sizes.firstStage} B, core ${sizes.core} B (${sizes.coreDeflated} B deflated), connection ${sizes.connection} B (${sizes.connectionDeflated} B deflated), ssh ${sizes.ssh} B (${sizes.sshDeflated} B deflated), toolkit ${sizes.toolkit} B`,
 );

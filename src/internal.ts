@@ -32,7 +32,7 @@ export {
   resolveHost,
 } from './connection/ssh-config.js';
 export { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH, MAX_OBJECTS } from './core/codec.js';
-export { CALL_SERVICE } from './core/context.js';
+export { CALL_TOOLKIT } from './core/context.js';
 export { remoteError, toRemoteErrorInfo } from './core/errors.js';
 export { encodeFrame, FrameDecoder } from './core/framing.js';
 export { ITEM_OVERHEAD } from './core/holdings.js';
@@ -49,5 +49,5 @@ export { Stream } from './core/stream.js';
 export { MessageSwitch, ROUTER_SWITCH, type RouterWarning } from './core/switch.js';
 export { IdAllocator, SUBTREE_ID_QUOTA } from './master/id-allocator.js';
 export { renameDynamicImports } from './master/module-source.js';
-export { receiveInto, type SinkOptions } from './services/files/protocol.js';
-export { fetchedFrom } from './services/files/transfer.js';
+export { receiveInto, type SinkOptions } from './toolkit/files/protocol.js';
+export { fetchedFrom } from './toolkit/files/transfer.js';

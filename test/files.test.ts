@@ -28,7 +28,7 @@ import { pipeline } from 'node:stream/promises';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Channel, type Context, FileTransferError, Router, type SshOptions, type TransferProgress } from 'tendril';
-import { CALL_SERVICE, fetchedFrom, receiveInto, type SinkOptions } from '#dist/internal.js';
+import { CALL_TOOLKIT, fetchedFrom, receiveInto, type SinkOptions } from '#dist/internal.js';
 import { heapAfterGc } from './support/heap.js';
 import { switchOf } from './support/internals.js';
 import { nodeBinary } from './support/nodes.js';
@@ -329,7 +329,7 @@ describe('files: copy, fetch, streams, fan-out', { timeout: 300_000 }, () => {
   test('a hash mismatch is refused and leaves nothing', async () => {
     const channel = new Channel(router);
     const target = join(scratch, 'forged.txt');
-    const call = child[CALL_SERVICE]('filesReceive', [channel.otherEnd(), target, {}], {}, 'forged copy');
+    const call = child[CALL_TOOLKIT]('filesReceive', [channel.otherEnd(), target, {}], {}, 'forged copy');
     const data = Buffer.from('the bytes');
     await channel.send({
       t: 'begin',

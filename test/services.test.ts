@@ -648,7 +648,7 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
   });
   after(() => router.shutdown());
 
-  /** Shipped: sends each payload to CALL_SERVICE in the master and returns each reply's status, error name and message. */
+  /** Shipped: sends each payload to CALL_TOOLKIT in the master and returns each reply's status, error name and message. */
   async function sendRaw(handle: number, payloads: { value?: unknown; raw?: Uint8Array }[]) {
     const core = require('tendril') as Tendril & {
       contextRuntime(): {
@@ -671,7 +671,7 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     return answers;
   }
 
-  test('malformed CALL_SERVICE payloads are answered with errors naming what was wrong; the master carries on', async () => {
+  test('malformed CALL_TOOLKIT payloads are answered with errors naming what was wrong; the master carries on', async () => {
     const payloads = [
       { value: 'not a request' },
       { value: [1, 2, 3] },
@@ -686,7 +686,7 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
       { value: ['echo', 'echo', ['fine']] },
     ];
     const answers = (await hostile.call(sendRaw, CALL_SERVICE_HANDLE, payloads)) as unknown[][];
-    const malformed = /^malformed CALL_SERVICE message from context 'hostile': /;
+    const malformed = /^malformed CALL_TOOLKIT message from context 'hostile': /;
     assert.deepEqual(
       answers.slice(0, 8).map(([status, name]) => [status, name]),
       new Array(8).fill([1, ProtocolError.name]),
@@ -706,7 +706,7 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     );
   });
 
-  test('raw frames to CALL_SERVICE that expect no reply are reported, never answered, and cost the master nothing lasting', async () => {
+  test('raw frames to CALL_TOOLKIT that expect no reply are reported, never answered, and cost the master nothing lasting', async () => {
     const reported: RouterWarning[] = [];
     router.on('warning', (warning) => warning.code === 'handler' && reported.push(warning));
     let echoed = 0;
@@ -717,7 +717,7 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     await hostile.call(writeBytes, hits, 100);
     await waitFor(() => echoed === 100);
     assert.ok(
-      reported.some((w) => /CALL_SERVICE from context \d+ failed: malformed CALL_SERVICE message/.test(w.message)),
+      reported.some((w) => /CALL_TOOLKIT from context \d+ failed: malformed CALL_TOOLKIT message/.test(w.message)),
     );
     assert.ok(reported.length < 5000, `${reported.length} warnings for 5000 frames: reported at a bounded rate`);
     assert.equal(
@@ -800,7 +800,7 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
   });
 });
 
-// The oldest Node a child may run, and the newest: the registry and p-queue, bundled in tendril:services, run there.
+// The oldest Node a child may run, and the newest: the registry and p-queue, bundled in tendril:toolkit, run there.
 for (const major of [NODE_MAJORS[0], NODE_MAJORS[NODE_MAJORS.length - 1]]) {
   describe(`services on a Node ${major} child`, { timeout: 120_000 }, () => {
     let router: Router;

@@ -7,7 +7,7 @@ import { codeCacheForChildren } from './code-cache.js';
 import { callOrigin, Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo } from './errors.js';
 import { IdPool } from './ids.js';
-import { CONNECTION_MODULE_ID, Importer, SERVICES_MODULE_ID, SYNC_FETCH_TIMEOUT } from './importer.js';
+import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT, TOOLKIT_MODULE_ID } from './importer.js';
 // The core's own namespace, for tendril modules loaded later (`tendril:core`).
 import * as core from './index.js';
 import type { LogRecord } from './log.js';
@@ -104,7 +104,7 @@ function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, req
   };
   setContextRuntime(runtime);
   // Resolved as the services' own calls resolve it (see Dispatcher.callExport), so both share one copy.
-  setServicesLoader(() => importer.require(callOrigin(config.moduleBase), SERVICES_MODULE_ID) as ServicesModule);
+  setServicesLoader(() => importer.require(callOrigin(config.moduleBase), TOOLKIT_MODULE_ID) as ServicesModule);
   new Dispatcher(router, importer, config.moduleBase, (error) => {
     process.stderr.write(
       `tendril: a function called with callNoReply failed: ${toRemoteErrorInfo(error).stack || error}\n`,

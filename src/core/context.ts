@@ -8,7 +8,7 @@ import {
   MessageTooLargeError,
   TimeoutError,
 } from './errors.js';
-import { SERVICES_MODULE_ID } from './importer.js';
+import { TOOLKIT_MODULE_ID } from './importer.js';
 import { Message } from './message.js';
 import { abortSignal, location, milliseconds, optionsObject } from './options.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
@@ -35,7 +35,7 @@ export type RemoteModule<M> = {
 };
 
 /** Key of the method tendril's services (commands, files) call their remote half through. */
-export const CALL_SERVICE: unique symbol = Symbol('tendril.callService') as never;
+export const CALL_TOOLKIT: unique symbol = Symbol('tendril.callService') as never;
 
 /** Per-call options for `Context.callWith`. */
 export interface CallOptions {
@@ -220,18 +220,18 @@ export class Context {
   }
 
   /**
-   * Runs export `name` of tendril's services module (`tendril:services`,
+   * Runs export `name` of tendril's services module (`tendril:toolkit`,
    * shipped on first use) in this context with `args`: how
    * `context.exec()`, `copy()` and the other services reach their remote half.
    * Senders and Channels among `args` are leased and closed as a call's are.
    * @param what how errors name the call, e.g. `'exec ls'`.
    */
-  [CALL_SERVICE](name: string, args: unknown[], options: CallOptions, what: string): Promise<unknown> {
+  [CALL_TOOLKIT](name: string, args: unknown[], options: CallOptions, what: string): Promise<unknown> {
     const references: object[] = [];
     let call: CallPayload;
     try {
       checkCallOptions(options, what);
-      call = { m: SERVICES_MODULE_ID, e: name, a: prepareValue(args, 'args', references) as unknown[] };
+      call = { m: TOOLKIT_MODULE_ID, e: name, a: prepareValue(args, 'args', references) as unknown[] };
     } catch (error) {
       return Promise.reject(error);
     }

@@ -37,7 +37,7 @@ export const CONNECTION_MODULE_ID = 'tendril:connection';
 /** The SSH connection methods (src/connection/ssh-methods.ts), loaded by the connection layer when first used. */
 export const SSH_MODULE_ID = 'tendril:ssh';
 /** Module forwarding's name for tendril's services (commands, files), loaded in a context on its first use. */
-export const SERVICES_MODULE_ID = 'tendril:services';
+export const TOOLKIT_MODULE_ID = 'tendril:toolkit';
 /** How long a synchronous `require()` waits for its module, in ms. */
 export const SYNC_FETCH_TIMEOUT = 30_000;
 

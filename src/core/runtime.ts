@@ -47,7 +47,7 @@ export function setContextRuntime(runtime: Runtime): void {
  * @throws Error in a process that is not a tendril child context.
  */
 export function contextRuntime(): Runtime {
-  if (!current) throw new Error('not running in a tendril context: tendril:services is loaded by child contexts only');
+  if (!current) throw new Error('not running in a tendril context: tendril:toolkit is loaded by child contexts only');
   return current;
 }
 

@@ -3,7 +3,7 @@
  * `context.callService()` typed from the implementation, the identity of a
  * caller, and `contextRouter()`, through which code running in a child
  * registers services of its own. The registry itself (policies, queues) is
- * in src/services/service/, loaded in a child from `tendril:services` on
+ * in src/toolkit/services/, loaded in a child from `tendril:toolkit` on
  * its first registration, so the core stays small.
  */
 import { Context, type ContextInfo } from './context.js';
@@ -155,7 +155,7 @@ export interface ServiceOptions<S = unknown> {
 }
 
 /**
- * What a context does with a CALL_SERVICE request once the handle has
+ * What a context does with a CALL_TOOLKIT request once the handle has
  * checked its shape: the registry installed by the services layer. Its
  * result (or rejection) is the call's reply.
  */
@@ -169,7 +169,7 @@ export interface ServiceRegistryApi {
   unregister(name: string): boolean;
 }
 
-/** What `tendril:services` gives the core for services. */
+/** What `tendril:toolkit` gives the core for services. */
 export interface ServicesModule {
   /** The registry of `router`'s context, installed as its dispatcher on first use. */
   serviceRegistry(router: MessageSwitch): ServiceRegistryApi;
@@ -206,7 +206,7 @@ export interface ContextRouter {
 
 let loadServices: (() => ServicesModule) | undefined;
 
-/** Records how this child loads `tendril:services` synchronously (set once as it starts). */
+/** Records how this child loads `tendril:toolkit` synchronously (set once as it starts). */
 export function setServicesLoader(load: () => ServicesModule): void {
   loadServices = load;
 }
@@ -233,7 +233,7 @@ export function contextRouter(): ContextRouter {
   }
   const { router } = runtime;
   const registry = (): ServiceRegistryApi => {
-    if (!loadServices) throw new Error(`context '${router.name}' cannot load tendril:services`);
+    if (!loadServices) throw new Error(`context '${router.name}' cannot load tendril:toolkit`);
     return loadServices().serviceRegistry(router);
   };
   const ancestor = (index: number): Context => {

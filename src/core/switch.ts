@@ -201,7 +201,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   private readonly congested = new Map<number, (() => void)[]>();
   private inflight = 0;
   /**
-   * Serves CALL_SERVICE requests once the services layer has installed its
+   * Serves CALL_TOOLKIT requests once the services layer has installed its
    * registry here (the first `registerService` in this context).
    */
   serviceDispatcher: ServiceDispatcher | undefined;

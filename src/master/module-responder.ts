@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { deflateRaw } from 'node:zlib';
 import { CALL_FILE } from '../core/dispatcher.js';
-import { CONNECTION_MODULE_ID, CORE_MODULE_ID, SERVICES_MODULE_ID, SSH_MODULE_ID } from '../core/importer.js';
+import { CONNECTION_MODULE_ID, CORE_MODULE_ID, SSH_MODULE_ID, TOOLKIT_MODULE_ID } from '../core/importer.js';
 import { logger } from '../core/log.js';
 import type { Message } from '../core/message.js';
 import {
@@ -122,7 +122,7 @@ export class ModuleResponder {
     for (const [spec, file] of [
       [CONNECTION_MODULE_ID, 'connection.cjs'],
       [SSH_MODULE_ID, 'ssh.cjs'],
-      [SERVICES_MODULE_ID, 'services.cjs'],
+      [TOOLKIT_MODULE_ID, 'toolkit.cjs'],
     ] as const) {
       const path = realpathSync(assetPath(file));
       this.layers.set(spec, path);

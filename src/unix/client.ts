@@ -10,8 +10,8 @@ import { type ServiceName, type ServiceOptions, serviceName } from '../core/serv
 import { Stream } from '../core/stream.js';
 import { MessageSwitch, type PreparedCall, ROUTER_SWITCH, type RouterWarning } from '../core/switch.js';
 import { callPreparer } from '../master/prepare-call.js';
-import { MAX_VIA_DEPTH, type PoolTarget } from '../services/pool/index.js';
-import { serviceRegistry } from '../services/service/registry.js';
+import { MAX_VIA_DEPTH, type PoolTarget } from '../toolkit/pool/index.js';
+import { serviceRegistry } from '../toolkit/services/registry.js';
 import { ListenerError } from './errors.js';
 import { HELLO_VERSION, helloMessage, isPeerName, readWelcome, type Welcome } from './hello.js';
 import { type PeerCredentials, peerCredentials, userIds } from './peer-credentials.js';

@@ -7,9 +7,9 @@
 import type { Context, ContextInfo } from '../core/context.js';
 import type { MasterSwitch } from '../master/master-switch.js';
 import type { Router } from '../master/router.js';
-import type { PoolLease, PoolTarget } from '../services/pool/index.js';
-import { MAX_VIA_DEPTH } from '../services/pool/index.js';
-import { serviceRegistry } from '../services/service/registry.js';
+import type { PoolLease, PoolTarget } from '../toolkit/pool/index.js';
+import { MAX_VIA_DEPTH } from '../toolkit/pool/index.js';
+import { serviceRegistry } from '../toolkit/services/registry.js';
 
 /** Leases one peer may hold (or be acquiring) at once: a peer cannot grow the master without bound. */
 export const MAX_PEER_LEASES = 4096;

@@ -5,7 +5,7 @@
  *
  * `impersonate(context, service, attack)` makes `context` answer the
  * master's calls of one of tendril's service functions (an export of
- * `tendril:services`: `'filesSend'`, `'filesReceive'`, `'filesFanOut'`,
+ * `tendril:toolkit`: `'filesSend'`, `'filesReceive'`, `'filesFanOut'`,
  * `'exec'`...) with `attack` instead. `attack` is shipped as source, so it
  * must be self-contained like any shipped function; it receives the
  * call's decoded arguments (Channels and Senders bound to the child's
@@ -50,7 +50,7 @@ export async function impersonate<A extends unknown[]>(
       const core = require('tendril:core') as Record<string, unknown> & {
         contextRuntime(): { router: never };
         CALL_FUNCTION: number;
-        SERVICES_MODULE_ID: string;
+        TOOLKIT_MODULE_ID: string;
         successReply(value: unknown, what: string): Uint8Array;
         failureReply(error: unknown): Uint8Array;
         Message: new (header: object, data: Uint8Array) => unknown;
@@ -80,7 +80,7 @@ export async function impersonate<A extends unknown[]>(
           } catch {
             payload = undefined;
           }
-          const chosen = payload?.m === core.SERVICES_MODULE_ID ? attacks.get(String(payload.e)) : undefined;
+          const chosen = payload?.m === core.TOOLKIT_MODULE_ID ? attacks.get(String(payload.e)) : undefined;
           if (!chosen) return serveHonestly(message, stream);
           const answer = (data: Uint8Array) => {
             if (m.replyTo === 0) return;

@@ -5,7 +5,7 @@ import { MAX_NAME_LENGTH, string, tuple, Violation } from './check.js';
 import { CALL_SERVICE_HANDLE } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
-/** Request of CALL_SERVICE: the service's name, the method's name, and the arguments. */
+/** Request of CALL_TOOLKIT: the service's name, the method's name, and the arguments. */
 export type ServiceRequest = [service: string, method: string, args: unknown[]];
 
 /** Most arguments one service call may carry. */
@@ -15,7 +15,7 @@ export const MAX_SERVICE_ARGUMENTS = 1024;
 const admitAll: Policy = () => true;
 
 /**
- * CALL_SERVICE: call a method of a service registered in this context and
+ * CALL_TOOLKIT: call a method of a service registered in this context and
  * reply with its result. The handle admits any context, so that a refusal
  * can be answered with an error naming the service and the caller; the
  * service's policy decides whether the method runs. Arguments and results
@@ -23,7 +23,7 @@ const admitAll: Policy = () => true;
  */
 export const CALL_SERVICE_SPEC: HandleSpec<ServiceRequest, unknown> = {
   handle: CALL_SERVICE_HANDLE,
-  name: 'CALL_SERVICE',
+  name: 'CALL_TOOLKIT',
   policy: () => admitAll,
   senders: true,
   replyName: 'return value',

@@ -33,8 +33,8 @@ export const ROUTE_PRESSURE = 12;
 /**
  * Call a method of a service registered in this context. Every context may
  * send; the service's own policy decides (see call-service.ts). Named
- * `CALL_SERVICE` in logs and errors; the constant has a longer name because
- * `CALL_SERVICE` is already the key of `Context`'s internal services call.
+ * `CALL_TOOLKIT` in logs and errors; the constant has a longer name because
+ * `CALL_TOOLKIT` is already the key of `Context`'s internal services call.
  */
 export const CALL_SERVICE_HANDLE = 13;
 
@@ -55,5 +55,5 @@ export const HANDLE_NAMES: Readonly<Record<number, string>> = {
   [STOP_CHILD]: 'STOP_CHILD',
   [MODULE_STATS]: 'MODULE_STATS',
   [ROUTE_PRESSURE]: 'ROUTE_PRESSURE',
-  [CALL_SERVICE_HANDLE]: 'CALL_SERVICE',
+  [CALL_SERVICE_HANDLE]: 'CALL_TOOLKIT',
 };

@@ -1,6 +1,6 @@
 import { StringDecoder } from 'node:string_decoder';
 import { Channel } from '../../core/channel.js';
-import { CALL_SERVICE, type Context, routerOf } from '../../core/context.js';
+import { CALL_TOOLKIT, type Context, routerOf } from '../../core/context.js';
 import { ChannelError, HeldBytesError, ProtocolError } from '../../core/errors.js';
 import type { Holding } from '../../core/holdings.js';
 import { SENDER_CLOSED } from '../../core/send-window.js';
@@ -396,7 +396,7 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       let outcomeArrived = false;
-      const call = context[CALL_SERVICE](
+      const call = context[CALL_TOOLKIT](
         'exec',
         inputChannel ? [request, channel.otherEnd(), inputChannel.otherEnd()] : [request, channel.otherEnd()],
         // Ends the call's wait when the master gives up on the context.

@@ -1,7 +1,7 @@
 /**
  * A context's services: what `registerService` records, and what answers
- * CALL_SERVICE once installed as the router's dispatcher. The same code
- * runs in the master and, loaded from `tendril:services`, in a child.
+ * CALL_TOOLKIT once installed as the router's dispatcher. The same code
+ * runs in the master and, loaded from `tendril:toolkit`, in a child.
  */
 import PQueue from 'p-queue';
 import {
@@ -57,7 +57,7 @@ interface Service {
 /**
  * The services of one context. `register` and `unregister` are what
  * `registerService` and `unregisterService` do; `dispatch` answers a
- * checked CALL_SERVICE request: the service, its policy, the method, the
+ * checked CALL_TOOLKIT request: the service, its policy, the method, the
  * arguments, room in the queue, in that order, then the method in its turn.
  */
 export class ServiceRegistry implements ServiceRegistryApi {
@@ -118,7 +118,7 @@ export class ServiceRegistry implements ServiceRegistryApi {
     return this.services.delete(name);
   }
 
-  /** Answers a CALL_SERVICE request: resolves with the method's result, or rejects with a `ServiceError`. */
+  /** Answers a CALL_TOOLKIT request: resolves with the method's result, or rejects with a `ServiceError`. */
   dispatch(request: ServiceRequest, message: Message): unknown {
     const [name, method, args] = request;
     const service = this.services.get(name);

@@ -1,6 +1,6 @@
 /**
  * What a child needs of the service framework, loaded with the rest of
- * `tendril:services` on its first `contextRouter().registerService()`:
+ * `tendril:toolkit` on its first `contextRouter().registerService()`:
  * the same registry the master uses.
  */
 export { serviceRegistry } from './registry.js';

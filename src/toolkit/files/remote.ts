@@ -1,7 +1,7 @@
 /**
  * The remote half of `context.copy()`, `fetch()`, the file streams and
- * `router.copy()`: loaded in a child as part of `tendril:services`, and
- * called by the master through `Context[CALL_SERVICE]` with a Channel end.
+ * `router.copy()`: loaded in a child as part of `tendril:toolkit`, and
+ * called by the master through `Context[CALL_TOOLKIT]` with a Channel end.
  */
 import type { Channel } from '../../core/channel.js';
 import { contextRuntime } from '../../core/runtime.js';

@@ -5,7 +5,7 @@
  */
 import { basename } from 'node:path';
 import { Channel } from '../../core/channel.js';
-import { CALL_SERVICE, Context, routerOf } from '../../core/context.js';
+import { CALL_TOOLKIT, Context, routerOf } from '../../core/context.js';
 import { ChannelError, InvalidOptionError } from '../../core/errors.js';
 import { abortSignal, knownOptions, MAX_TIMER, milliseconds, optionsObject } from '../../core/options.js';
 import { ABANDON, CALL_SETTLED } from '../../core/sender.js';
@@ -303,7 +303,7 @@ export async function fetch(
   // Closing this end tells the child (its sends fail) and ends the sink's input once what came is read.
   const stopReading = () => channel[CALL_SETTLED]();
   const unlisten = whenAborted(cancel.signal, stopReading);
-  const call = context[CALL_SERVICE](
+  const call = context[CALL_TOOLKIT](
     'filesSend',
     [channel.otherEnd(), remotePath, { owner: checked.owner, recursive: checked.recursive }],
     { signal: cancel.abandon },

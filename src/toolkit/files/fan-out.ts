@@ -7,7 +7,7 @@
  * src/core only.
  */
 import { Channel } from '../../core/channel.js';
-import { CALL_SERVICE, Context } from '../../core/context.js';
+import { CALL_TOOLKIT, Context } from '../../core/context.js';
 import { ChannelError, type RemoteErrorInfo, remoteError, TendrilError, toRemoteErrorInfo } from '../../core/errors.js';
 import { ABANDON } from '../../core/sender.js';
 import type { MessageSwitch } from '../../core/switch.js';
@@ -103,7 +103,7 @@ export class Leg<R> {
     readonly limits?: StallLimits,
   ) {
     this.channel = new Channel<Value, unknown>(router);
-    this.call = context[CALL_SERVICE](
+    this.call = context[CALL_TOOLKIT](
       service,
       [this.channel.otherEnd(), ...args],
       { signal: this.stop as unknown as AbortSignal },

@@ -1,9 +1,9 @@
 /**
  * The remote half of tendril's services: the module children load as
- * `tendril:services` on their first command, file transfer or service
+ * `tendril:toolkit` on their first command, file transfer or service
  * registration. Each export is called by its master-side half through
- * `Context[CALL_SERVICE]`, or by the core (`serviceRegistry`).
+ * `Context[CALL_TOOLKIT]`, or by the core (`serviceRegistry`).
  */
 export * from './commands/remote.js';
 export * from './files/remote.js';
-export * from './service/remote.js';
+export * from './services/remote.js';

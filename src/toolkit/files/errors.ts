@@ -1,6 +1,6 @@
 /**
  * The error of a file transfer. Defined with the services, which load in
- * the master and (as `tendril:services`) in every context that transfers
+ * the master and (as `tendril:toolkit`) in every context that transfers
  * files, and registered there, so one raised in a child arrives in the
  * master as this class, with its code, path and context name.
  */

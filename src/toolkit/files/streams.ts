@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
 import { Channel } from '../../core/channel.js';
-import { CALL_SERVICE, type Context, routerOf } from '../../core/context.js';
+import { CALL_TOOLKIT, type Context, routerOf } from '../../core/context.js';
 import { ChannelError, InvalidOptionError } from '../../core/errors.js';
 import { optionsObject } from '../../core/options.js';
 import { ABANDON, CALL_SETTLED } from '../../core/sender.js';
@@ -51,7 +51,7 @@ export function createWriteStream(context: Context, path: string, options?: Writ
   const sink: RemoteSinkOptions = { owner: false, mode };
   const what = `write stream to '${path}'`;
   const cancel = new Cancellation({ what, contextName: context.name });
-  const call = context[CALL_SERVICE](
+  const call = context[CALL_TOOLKIT](
     'filesReceive',
     [channel.otherEnd(), path, sink],
     { signal: cancel.abandon },
@@ -151,7 +151,7 @@ export function createReadStream(context: Context, path: string): Readable {
   const channel = new Channel<unknown, Value>(core);
   const what = `read stream of '${path}'`;
   const cancel = new Cancellation({ what, contextName: context.name });
-  const call = context[CALL_SERVICE](
+  const call = context[CALL_TOOLKIT](
     'filesSend',
     [channel.otherEnd(), path, { recursive: false }],
     { signal: cancel.abandon },
