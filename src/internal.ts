@@ -49,5 +49,5 @@ export { Stream } from './core/stream.js';
 export { MessageSwitch, ROUTER_SWITCH, type RouterWarning } from './core/switch.js';
 export { IdAllocator, SUBTREE_ID_QUOTA } from './master/id-allocator.js';
 export { renameDynamicImports } from './master/module-source.js';
-export { receiveInto, type SinkOptions } from './toolkit/files/protocol.js';
+export { receiveInto, type SinkOptions } from './toolkit/files/sink.js';
 export { fetchedFrom } from './toolkit/files/transfer.js';
