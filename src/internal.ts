@@ -40,6 +40,7 @@ export { FLAG_DEAD, HEADER_SIZE, Message } from './core/message.js';
 export { MAX_SPECS_PER_REQUEST, MAX_WAITING_MODULE_REQUESTS } from './core/module-protocol.js';
 export { ALLOCATE_ID_SPEC } from './core/protocol/allocate-id.js';
 export { integer } from './core/protocol/check.js';
+export { CONNECT_SPEC } from './core/protocol/connect.js';
 export * from './core/protocol/handles.js';
 export { ask, serve } from './core/protocol/serve.js';
 export type { HandleSpec } from './core/protocol/spec.js';

@@ -4,6 +4,7 @@ import type { Readable, Writable } from 'node:stream';
 import { PasswordError } from './errors.js';
 import { spawnTransport } from './local.js';
 import type { ConnectionMethod, Transport } from './method.js';
+import { COMMON_OPTIONS, optionNames } from './method-options.js';
 import { processHandle } from './process.js';
 import {
   type BecomeOptions,
@@ -30,6 +31,7 @@ export interface DoasOptions extends BecomeOptions {
 /** `doas`: a child running as another account, as permitted by doas.conf. */
 export const doas: ConnectionMethod<DoasOptions> = {
   name: 'doas',
+  optionNames: optionNames<DoasOptions>({ ...COMMON_OPTIONS, username: true, password: true, doasPath: true }),
   defaultNode: () => undefined,
   start(argv, options, session): Transport {
     const to = targetAccount(options);

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { spawnTransport } from './local.js';
 import type { ConnectionMethod } from './method.js';
+import { COMMON_OPTIONS, optionNames } from './method-options.js';
 import {
   type BecomeOptions,
   becomeConversation,
@@ -39,6 +40,7 @@ const REFUSED =
  */
 export const su: ConnectionMethod<SuOptions> = {
   name: 'su',
+  optionNames: optionNames<SuOptions>({ ...COMMON_OPTIONS, username: true, password: true, login: true, suPath: true }),
   defaultNode: () => undefined,
   start(argv, options, session) {
     const to = targetAccount(options);

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { spawnTransport } from './local.js';
 import type { ConnectionMethod } from './method.js';
+import { COMMON_OPTIONS, optionNames } from './method-options.js';
 import { type BecomeOptions, becomeConversation, notAllowed, targetAccount, wrongPassword } from './prompts.js';
 
 /** Options of the `sudo` connection method. */
@@ -27,6 +28,15 @@ export interface SudoOptions extends BecomeOptions {
  */
 export const sudo: ConnectionMethod<SudoOptions> = {
   name: 'sudo',
+  optionNames: optionNames<SudoOptions>({
+    ...COMMON_OPTIONS,
+    username: true,
+    password: true,
+    preserveEnv: true,
+    login: true,
+    sudoArgs: true,
+    sudoPath: true,
+  }),
   defaultNode: () => undefined,
   start(argv, options, session) {
     const env = options.preserveEnv;

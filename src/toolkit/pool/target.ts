@@ -6,7 +6,7 @@
 import type { DoasOptions } from '../../connection/doas.js';
 import type { LocalOptions } from '../../connection/local.js';
 import type { OpensshOptions } from '../../connection/openssh.js';
-import type { SshOptions } from '../../connection/ssh.js';
+import type { SshOptions } from '../../connection/ssh-options.js';
 import type { SuOptions } from '../../connection/su.js';
 import type { SudoOptions } from '../../connection/sudo.js';
 import { Context } from '../../core/context.js';
