@@ -11,6 +11,7 @@ export * from './first-stage.js';
 export * from './local.js';
 export * from './method.js';
 export * from './method-options.js';
+export * from './naming.js';
 export * from './packages.js';
 export * from './process.js';
 export * from './prompts.js';

@@ -7,6 +7,7 @@ import { InvalidOptionError } from '../core/errors.js';
 import { closestName, knownOptions, milliseconds, optionsObject, text } from '../core/options.js';
 import type { CommonOptions } from './bootstrap.js';
 import type { ConnectionMethod } from './method.js';
+import type { BecomeOptions } from './prompts.js';
 
 /** The names of a method's options: every key of `O`, so the compiler finds one left out. */
 export function optionNames<O>(names: Record<keyof Required<O>, true>): ReadonlySet<string> {
@@ -95,4 +96,13 @@ export function requireHostname(options: { hostname?: unknown }, known: Readonly
     `a non-empty string (a host name, an address or a Host alias of the ssh config; it is required${misnamed === undefined ? '' : `: did you mean hostname instead of ${misnamed}?`})`,
     hostname,
   );
+}
+
+/**
+ * Checks what sudo, su and doas share: the account to become and the password.
+ * @throws InvalidOptionError naming the bad option.
+ */
+export function checkBecomeOptions(options: BecomeOptions, where: string): void {
+  text(options.username, 'username', where, undefined);
+  secret(options.password, 'password', where);
 }

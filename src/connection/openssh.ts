@@ -17,6 +17,7 @@ import {
 } from './errors.js';
 import type { ConnectionMethod, Transport } from './method.js';
 import { COMMON_OPTIONS, optionNames, strings } from './method-options.js';
+import { targetName } from './naming.js';
 import { processHandle } from './process.js';
 import { shellCommand } from './shell.js';
 import { checkHostOptions, type HostKeyPolicy } from './ssh-options.js';
@@ -96,8 +97,9 @@ export const openssh: ConnectionMethod<OpensshOptions> = {
   defaultNode: () => undefined,
   async start(argv, options, session): Promise<Transport> {
     const policy = options.hostKeyPolicy ?? 'strict';
-    const target = `${options.username ? `${options.username}@` : ''}${options.hostname}${options.port ? `:${options.port}` : ''}`;
-    session.describe(`openssh:${target}`);
+    const name = targetName('openssh', options);
+    const target = name.slice('openssh:'.length);
+    session.describe(name);
     session.step = `connecting with ssh to ${options.hostname}`;
     const secrets = options.password !== undefined || options.passphrase !== undefined;
     const remaining = Math.max(1, Math.ceil((session.deadline - Date.now()) / 1000));

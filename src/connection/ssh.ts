@@ -2,6 +2,7 @@ import type { Client } from 'ssh2';
 import { logger } from '../core/log.js';
 import { DEFAULT_CONNECT_TIMEOUT } from './bootstrap.js';
 import type { ConnectionMethod, Transport } from './method.js';
+import { targetName } from './naming.js';
 import { shellCommand } from './shell.js';
 import { connectHop } from './ssh-connect-hop.js';
 import { type Hop, planHops } from './ssh-hops.js';
@@ -25,16 +26,13 @@ export const ssh: ConnectionMethod<SshOptions> = {
   checkOptions: checkSshOptions,
   defaultNode: () => undefined,
   async start(argv, options, session): Promise<Transport> {
-    session.describe(
-      `ssh:${options.username !== undefined ? `${options.username}@` : ''}${options.hostname}${options.port !== undefined ? `:${options.port}` : ''}`,
-    );
+    session.describe(targetName('ssh', options));
     session.step = `resolving the ssh config for ${options.hostname}`;
     const total = options.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
     const clients: Client[] = [];
     try {
       const hops = planHops(options, session);
       const target = hops[hops.length - 1] as Hop;
-      session.describe(`ssh:${target.user}@${options.hostname}:${target.port}`);
       const lib = await loadSsh2();
       for (let i = 0; i < hops.length; i++) {
         clients.push(await connectHop(lib, hops[i] as Hop, clients[i - 1], hops[i - 1], session, total));
