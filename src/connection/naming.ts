@@ -9,8 +9,11 @@
 
 /** What a target is called by: the options that say where it is and as whom. */
 export interface NamedTarget {
+  /** The host as the options give it (ssh, openssh). */
   hostname?: unknown;
+  /** The port, when the options give one (ssh, openssh). */
   port?: unknown;
+  /** The account logged in as (ssh, openssh) or become (sudo, su, doas). */
   username?: unknown;
 }
 

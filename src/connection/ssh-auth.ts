@@ -16,8 +16,11 @@ const debug = logger('ssh');
 
 /** One authentication attempt: the ssh2 method and how debug output names it. */
 export interface Attempt {
+  /** What ssh2 is handed to try. */
   method: AnyAuthMethod;
+  /** The SSH method it is (an agent key is `publickey` on the wire). */
   kind: 'agent' | 'publickey' | 'keyboard-interactive' | 'password';
+  /** How debug output names it, e.g. `publickey ~/.ssh/id_ed25519`. */
   label: string;
 }
 

@@ -28,21 +28,29 @@ export type KeyCheck = HostKeyPolicy | 'openssh-no';
 
 /** One resolved hop. */
 export interface Hop {
+  /** What the ssh config says for this host. */
   settings: ResolvedHost;
+  /** The name or address dialled (HostName). */
   host: string;
+  /** The port dialled. */
   port: number;
+  /** The account logged in as. */
   user: string;
   /** `user@host:port`, and `(jump host)` after it for a jump host: how messages name it. */
   label: string;
   /** A jump host, not the destination. */
   jump: boolean;
+  /** This hop's own credentials: the options' for the destination, its `SshJumpHost`'s or none for a jump host. */
   credentials: Credentials;
+  /** How its host key is checked. */
   keyCheck: KeyCheck;
+  /** The known_hosts files read and written for it (the global ones are read too). */
   userKnownHosts: string[];
   /** The ssh config's ConnectTimeout for this host, in ms; undefined: none. */
   connectTimeout: number | undefined;
   /** Keepalive probe interval in ms (0: none) and unanswered probes tolerated. */
   keepalive: number;
+  /** Unanswered keepalive probes tolerated (ServerAliveCountMax). */
   keepaliveCount: number;
 }
 

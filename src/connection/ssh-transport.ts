@@ -8,6 +8,10 @@ import type { Hop } from './ssh-hops.js';
 
 const debug = logger('ssh');
 
+/**
+ * Runs `command` on the hop's session channel.
+ * @throws BootstrapError naming the hop when the server refuses it.
+ */
 export function exec(client: Client, command: string, contextName: string, hop: Hop): Promise<ClientChannel> {
   return new Promise((resolve, reject) => {
     client.exec(command, (error, channel) => {
@@ -21,6 +25,11 @@ export function exec(client: Client, command: string, contextName: string, hop: 
   });
 }
 
+/**
+ * The channel as a `Transport`: its exit status, SIGTERM as a signal
+ * request then close, anything else closing every hop's connection (last
+ * first); `where` names it in errors.
+ */
 export function transport(channel: ClientChannel, clients: Client[], where: string): Transport {
   const closeAll = () => {
     for (const client of [...clients].reverse()) client.end();

@@ -10,6 +10,7 @@ import { loadSsh2 } from './ssh-library.js';
 import { checkSshOptions, SSH_OPTION_NAMES, type SshOptions } from './ssh-options.js';
 import { exec, transport } from './ssh-transport.js';
 
+/** The options of `ssh`, where they were before ssh-options.ts held them. */
 export type { HostKeyPolicy, SshJumpHost, SshOptions } from './ssh-options.js';
 
 const debug = logger('ssh');
