@@ -153,9 +153,20 @@ async function layer(entry, file, plugins = []) {
 // are a layer of their own, `tendril:ssh`, which needs the connection
 // layer's instances (bootstrap, errors) rather than copies of them.
 const connectionDir = join(root, 'src', 'connection');
-const SSH_ONLY = ['ssh-methods.ts', 'ssh.ts', 'openssh.ts', 'ssh-config.ts', 'known-hosts.ts'].map((f) =>
-  join(connectionDir, f),
-);
+const SSH_ONLY = [
+  'ssh-methods.ts',
+  'ssh.ts',
+  'ssh-auth.ts',
+  'ssh-connect-hop.ts',
+  'ssh-hops.ts',
+  'ssh-host-key.ts',
+  'ssh-library.ts',
+  'ssh-options.ts',
+  'ssh-transport.ts',
+  'openssh.ts',
+  'ssh-config.ts',
+  'known-hosts.ts',
+].map((f) => join(connectionDir, f));
 const sshAsLayer = {
   name: 'ssh-as-layer',
   setup(build) {

@@ -310,6 +310,59 @@ describe('router.fleet', { timeout: 180_000 }, () => {
     assert.deepEqual(outcomes.map((o) => o.label).sort(), targets.map((t) => t.name).sort());
   });
 
+  test("the summary gives each target's value, label and index; format() shows values when asked", async () => {
+    const targets = [local('values-1'), local('values-2'), local('values-3'), local('values-4')];
+    const fleet = router.fleet(
+      targets,
+      async (context, _target, { index }) => {
+        if (index === 1) throw new Error('no value here');
+        return { name: context.name, index, list: [1, 2, 3] };
+      },
+      { concurrency: 1 },
+    );
+    // Stopped once the third has its outcome, before the fourth starts: it is skipped.
+    fleet.on('outcome', ({ index }) => {
+      if (index === 2) void fleet.stop();
+    });
+    const summary = await fleet.summary();
+    assert.deepEqual(
+      summary.succeeded.map(({ label, index, value }) => ({ label, index, value })),
+      [
+        { label: 'values-1', index: 0, value: { name: 'values-1', index: 0, list: [1, 2, 3] } },
+        { label: 'values-3', index: 2, value: { name: 'values-3', index: 2, list: [1, 2, 3] } },
+      ],
+    );
+    // The value has the function's type.
+    const first: { name: string; index: number } | undefined = summary.succeeded[0]?.value;
+    assert.equal(first?.name, 'values-1');
+    assert.deepEqual(
+      summary.failed.map(({ label, index, error }) => [
+        label,
+        index,
+        error.cause instanceof Error && error.cause.message,
+      ]),
+      [['values-2', 1, 'no value here']],
+    );
+    assert.deepEqual(
+      summary.skipped.map(({ label, index, target }) => [label, index, target]),
+      [['values-4', 3, targets[3]]],
+    );
+    // By default the report names no values; with values: true, one line each, before the failures.
+    assert.doesNotMatch(summary.format(), /succeeded:/);
+    const report = summary.format({ values: true });
+    assert.match(
+      report,
+      /\nsucceeded:\n {2}values-1: \{ name: 'values-1', index: 0, list: \[ 1, 2, 3 \] \}\n {2}values-3: .*\nfailed:\n {2}values-2: /,
+    );
+    assert.match(
+      summary.format({ values: (value, { label }) => `${label}=${value.index}`, limit: 1 }),
+      /\nsucceeded:\n {2}values-1: values-1=0\n {2}\.\.\.and 1 more \(summary\.succeeded\)\n/,
+    );
+    assert.throws(() => summary.format({ value: true } as never), InvalidOptionError);
+    assert.throws(() => summary.format({ values: 'yes' as never }), InvalidOptionError);
+    assert.throws(() => summary.format({ limit: -1 }), InvalidOptionError);
+  });
+
   test('progress events add up and end at the total', async () => {
     const fleet = router.fleet(locals(9, 'progress'), (context, _target, { index }) =>
       index % 3 === 0 ? Promise.reject(new Error('every third')) : context.call(() => 1),
@@ -389,7 +442,7 @@ describe('router.fleet', { timeout: 180_000 }, () => {
     return fleet.summary().then((summary) => {
       assert.deepEqual(
         summary.skipped.map((s) => s.label),
-        ['sudo:deploy via ssh:ops@web1:22', 'root-on-web2 via web2'],
+        ['sudo:deploy via ssh:ops@web1', 'root-on-web2 via web2'],
       );
     });
   });

@@ -363,7 +363,7 @@ describe('pool: local contexts', { timeout: 120_000 }, () => {
     assert.notEqual(key({ method: 'sudo', via: ssh }), key({ method: 'sudo', via: { ...ssh, username: 'u' } }));
     assert.equal(
       describeTarget({ method: 'sudo', via: { ...ssh, username: 'deploy' } }).label,
-      'sudo:root via ssh:deploy@web1:22',
+      'sudo:root via ssh:deploy@web1',
     );
   });
 

@@ -65,6 +65,46 @@ describe('ssh', () => {
     return file;
   };
 
+  test('one naming rule: a fleet labels a target, before connecting, with the name its context gets; the ssh config does not change either', async () => {
+    // The ssh config gives this alias its address, port and user: none of them is in the name.
+    const file = config('naming-config', [
+      'Host webalias',
+      '  HostName 127.0.0.1',
+      `  Port ${bed.port}`,
+      `  User ${bed.accounts.key.name}`,
+      `  IdentityFile ${bed.keyFile}`,
+      `  UserKnownHostsFile ${bed.knownHosts}`,
+    ]);
+    const written = { method: 'ssh', hostname: 'webalias', sshConfig: file, agent: false } as const;
+    const targets = [
+      written,
+      { ...written, username: bed.accounts.key.name, port: bed.port },
+      // Started from a child: the label is known in the master all the same.
+      { ...written, via: { method: 'local' } },
+    ] as const;
+    const fleet = router.fleet(targets, (context) => context.name, { close: true });
+    const seen: [string, unknown][] = [];
+    for await (const outcome of fleet) {
+      assert.ok(outcome.ok, String(!outcome.ok && outcome.error));
+      seen.push([outcome.label, outcome.value]);
+    }
+    assert.deepEqual(
+      seen.sort(([a], [b]) => a.localeCompare(b)),
+      [
+        ['ssh:webalias', 'ssh:webalias'],
+        ['ssh:webalias via local', 'ssh:webalias'],
+        [`ssh:${bed.accounts.key.name}@webalias:${bed.port}`, `ssh:${bed.accounts.key.name}@webalias:${bed.port}`],
+      ].sort(([a], [b]) => (a as string).localeCompare(b as string)),
+    );
+    const direct = await router.ssh({ hostname: 'webalias', sshConfig: file, agent: false });
+    assert.equal(direct.name, 'ssh:webalias');
+    await direct.shutdown();
+    // openssh follows the same rule.
+    const openssh = await router.openssh({ hostname: 'webalias', sshArgs: ['-F', file] });
+    assert.equal(openssh.name, 'openssh:webalias');
+    await openssh.shutdown();
+  });
+
   test('key login: one connection and one session channel carry calls, modules and output', async () => {
     const lines: string[] = [];
     router.on('log', (record) => lines.push(`${record.contextName}: ${record.text}`));

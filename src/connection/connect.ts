@@ -3,6 +3,7 @@ import { bootstrap } from './bootstrap.js';
 import { doas } from './doas.js';
 import { local } from './local.js';
 import type { ConnectionMethod } from './method.js';
+import { checkMethodOptions } from './method-options.js';
 import { su } from './su.js';
 import { sudo } from './sudo.js';
 
@@ -38,6 +39,8 @@ export function ownMethod(name: string): Promise<AnyMethod> | undefined {
 export async function connectFromRequest(runtime: Runtime, request: ConnectRequest): Promise<ReadyInfo> {
   const method = await ownMethod(request.method);
   if (!method) throw new Error(`unknown connection method '${request.method}' in context '${runtime.router.name}'`);
+  // The master checked them; a context checks what it is asked to start with all the same.
+  checkMethodOptions(method, request.options, `router.${method.name}()`);
   // Names in use elsewhere in the tree, from the master, so the new context's default name is unique.
   const taken = Array.isArray(request.taken)
     ? new Set(request.taken.filter((name): name is string => typeof name === 'string'))

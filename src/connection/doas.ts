@@ -4,6 +4,8 @@ import type { Readable, Writable } from 'node:stream';
 import { PasswordError } from './errors.js';
 import { spawnTransport } from './local.js';
 import type { ConnectionMethod, Transport } from './method.js';
+import { COMMON_OPTIONS, checkBecomeOptions, optionNames } from './method-options.js';
+import { targetName } from './naming.js';
 import { processHandle } from './process.js';
 import {
   type BecomeOptions,
@@ -30,11 +32,13 @@ export interface DoasOptions extends BecomeOptions {
 /** `doas`: a child running as another account, as permitted by doas.conf. */
 export const doas: ConnectionMethod<DoasOptions> = {
   name: 'doas',
+  checkOptions: checkBecomeOptions,
+  optionNames: optionNames<DoasOptions>({ ...COMMON_OPTIONS, username: true, password: true, doasPath: true }),
   defaultNode: () => undefined,
   start(argv, options, session): Transport {
     const to = targetAccount(options);
     const where = `doas to ${to}`;
-    session.describe(`doas:${to}@${hostname()}`);
+    session.describe(`${targetName('doas', options)}@${hostname()}`);
     if (options.password === undefined) {
       // -n: fail rather than wait for a password nobody will type.
       return spawnTransport([options.doasPath ?? 'doas', '-n', '-u', to, '--', ...argv], {}, where);

@@ -10,6 +10,8 @@ export * from './doas.js';
 export * from './first-stage.js';
 export * from './local.js';
 export * from './method.js';
+export * from './method-options.js';
+export * from './naming.js';
 export * from './packages.js';
 export * from './process.js';
 export * from './prompts.js';

@@ -2,6 +2,7 @@ import { type SpawnOptions, spawn } from 'node:child_process';
 import { hostname } from 'node:os';
 import type { CommonOptions } from './bootstrap.js';
 import type { ConnectionMethod, Transport } from './method.js';
+import { COMMON_OPTIONS, optionNames } from './method-options.js';
 import { processHandle } from './process.js';
 
 /** Options of the `local` connection method. */
@@ -39,6 +40,7 @@ export function spawnTransport(
  */
 export const local: ConnectionMethod<LocalOptions> = {
   name: 'local',
+  optionNames: optionNames<LocalOptions>({ ...COMMON_OPTIONS, env: true, cwd: true }),
   sameMachine: true,
   defaultNode: () => [process.execPath],
   start(argv, options, session) {

@@ -99,4 +99,17 @@ export interface ConnectionMethod<Options> {
    * prompt can never read it.
    */
   conversation?(options: Options, session: Session): Conversation | undefined;
+  /**
+   * The names of every option it takes (the common ones included). Any
+   * other is refused before anything starts (`checkMethodOptions`), in the
+   * master and again in a `via` context. Unset: the names are not checked.
+   */
+  readonly optionNames?: ReadonlySet<string>;
+  /**
+   * Checks the values of its own options before anything starts: required
+   * ones are there, and each is of its type.
+   * @param where how the caller named it, e.g. `'router.ssh()'`.
+   * @throws InvalidOptionError naming the first bad option.
+   */
+  checkOptions?(options: Options, where: string): void;
 }

@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { milliseconds } from '../core/options.js';
+import { milliseconds, text } from '../core/options.js';
 import type { CommonOptions } from './bootstrap.js';
 import {
   AuthenticationError,
@@ -16,9 +16,11 @@ import {
   UnknownHostError,
 } from './errors.js';
 import type { ConnectionMethod, Transport } from './method.js';
+import { COMMON_OPTIONS, optionNames, strings } from './method-options.js';
+import { targetName } from './naming.js';
 import { processHandle } from './process.js';
 import { shellCommand } from './shell.js';
-import type { HostKeyPolicy } from './ssh.js';
+import { checkHostOptions, type HostKeyPolicy } from './ssh-options.js';
 
 /** Options of the `openssh` connection method (the system `ssh` client). */
 export interface OpensshOptions extends CommonOptions {
@@ -48,6 +50,23 @@ export interface OpensshOptions extends CommonOptions {
   sshPath?: string;
 }
 
+/** The options of `router.openssh()`. */
+const OPENSSH_OPTION_NAMES = optionNames<OpensshOptions>({
+  ...COMMON_OPTIONS,
+  hostname: true,
+  port: true,
+  username: true,
+  identityFile: true,
+  passphrase: true,
+  password: true,
+  hostKeyPolicy: true,
+  knownHostsFile: true,
+  proxyJump: true,
+  keepaliveInterval: true,
+  sshArgs: true,
+  sshPath: true,
+});
+
 /** The askpass helper shipped with tendril, or undefined where tendril is not installed (a child reached by `via`). */
 function askpassHelper(): string | undefined {
   try {
@@ -67,11 +86,20 @@ function askpassHelper(): string | undefined {
  */
 export const openssh: ConnectionMethod<OpensshOptions> = {
   name: 'openssh',
+  optionNames: OPENSSH_OPTION_NAMES,
+  checkOptions(options, where) {
+    checkHostOptions(options, OPENSSH_OPTION_NAMES, where);
+    text(options.proxyJump, 'proxyJump', where, undefined, 4096);
+    milliseconds(options.keepaliveInterval, 'keepaliveInterval', where, undefined);
+    strings(options.sshArgs, 'sshArgs', where);
+    text(options.sshPath, 'sshPath', where, undefined, 4096);
+  },
   defaultNode: () => undefined,
   async start(argv, options, session): Promise<Transport> {
     const policy = options.hostKeyPolicy ?? 'strict';
-    const target = `${options.username ? `${options.username}@` : ''}${options.hostname}${options.port ? `:${options.port}` : ''}`;
-    session.describe(`openssh:${target}`);
+    const name = targetName('openssh', options);
+    const target = name.slice('openssh:'.length);
+    session.describe(name);
     session.step = `connecting with ssh to ${options.hostname}`;
     const secrets = options.password !== undefined || options.passphrase !== undefined;
     const remaining = Math.max(1, Math.ceil((session.deadline - Date.now()) / 1000));

@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
 import { spawnTransport } from './local.js';
 import type { ConnectionMethod } from './method.js';
+import { COMMON_OPTIONS, checkBecomeOptions, optionNames } from './method-options.js';
+import { targetName } from './naming.js';
 import {
   type BecomeOptions,
   becomeConversation,
@@ -39,11 +41,13 @@ const REFUSED =
  */
 export const su: ConnectionMethod<SuOptions> = {
   name: 'su',
+  checkOptions: checkBecomeOptions,
+  optionNames: optionNames<SuOptions>({ ...COMMON_OPTIONS, username: true, password: true, login: true, suPath: true }),
   defaultNode: () => undefined,
   start(argv, options, session) {
     const to = targetAccount(options);
     const command = [options.suPath ?? 'su', ...(options.login ? ['-l'] : []), to, '-c', shellCommand(argv)];
-    session.describe(`su:${to}@${hostname()}`);
+    session.describe(`${targetName('su', options)}@${hostname()}`);
     return spawnTransport(command, {}, `su to ${to}`);
   },
   conversation(options, session) {

@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
 import { spawnTransport } from './local.js';
 import type { ConnectionMethod } from './method.js';
+import { COMMON_OPTIONS, checkBecomeOptions, optionNames } from './method-options.js';
+import { targetName } from './naming.js';
 import { type BecomeOptions, becomeConversation, notAllowed, targetAccount, wrongPassword } from './prompts.js';
 
 /** Options of the `sudo` connection method. */
@@ -27,6 +29,16 @@ export interface SudoOptions extends BecomeOptions {
  */
 export const sudo: ConnectionMethod<SudoOptions> = {
   name: 'sudo',
+  checkOptions: checkBecomeOptions,
+  optionNames: optionNames<SudoOptions>({
+    ...COMMON_OPTIONS,
+    username: true,
+    password: true,
+    preserveEnv: true,
+    login: true,
+    sudoArgs: true,
+    sudoPath: true,
+  }),
   defaultNode: () => undefined,
   start(argv, options, session) {
     const env = options.preserveEnv;
@@ -44,7 +56,7 @@ export const sudo: ConnectionMethod<SudoOptions> = {
       ...argv,
     ];
     const to = targetAccount(options);
-    session.describe(`sudo:${to}@${hostname()}`);
+    session.describe(`${targetName('sudo', options)}@${hostname()}`);
     return spawnTransport(command, {}, `sudo to ${to}`);
   },
   conversation(options, session) {

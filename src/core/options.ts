@@ -86,9 +86,74 @@ export function abortSignal(value: unknown, option: string, where: string): Abor
  */
 export function knownOptions(given: object, known: ReadonlySet<string>, where: string): void {
   for (const key of Object.keys(given)) {
-    if (!known.has(key))
-      throw new InvalidOptionError(key, where, `one of ${[...known].join(', ')}`, 'an unknown option');
+    if (known.has(key)) continue;
+    const near = closestName(key, known);
+    const list = [...known].join(', ');
+    throw new InvalidOptionError(
+      key,
+      where,
+      near === undefined ? `one of ${list}` : `one of its options (did you mean ${near}?): ${list}`,
+      'an unknown option',
+    );
   }
+}
+
+/**
+ * The name of `names` that `given` most likely misspells, or undefined:
+ * the same but for case (`keepAliveInterval`), one a typo or two away
+ * (`prot`, `conectTimeout`), else one that contains it or that it
+ * contains, of at least 3 letters (`host` for `hostname`, `user` for
+ * `username`).
+ */
+export function closestName(given: string, names: Iterable<string>): string | undefined {
+  const lower = given.toLowerCase();
+  const candidates = [...names];
+  const sameButCase = candidates.find((name) => name.toLowerCase() === lower);
+  if (sameButCase !== undefined) return sameButCase;
+  const allowed = given.length <= 4 ? 1 : given.length <= 8 ? 2 : 3;
+  let best: string | undefined;
+  let bestDistance = allowed + 1;
+  for (const name of candidates) {
+    const distance = editDistance(lower, name.toLowerCase());
+    if (distance < bestDistance) {
+      best = name;
+      bestDistance = distance;
+    }
+  }
+  if (best !== undefined) return best;
+  if (lower.length < 3) return undefined;
+  return candidates
+    .filter((name) => {
+      const other = name.toLowerCase();
+      return other.includes(lower) || (other.length >= 3 && lower.includes(other));
+    })
+    .sort((a, b) => Math.abs(a.length - given.length) - Math.abs(b.length - given.length))[0];
+}
+
+/** Edits (insert, delete, replace, swap two neighbours) from `a` to `b`: the optimal string alignment distance. */
+function editDistance(a: string, b: string): number {
+  const rows: number[][] = [];
+  for (let i = 0; i <= a.length; i++) {
+    const row: number[] = [i];
+    for (let j = 1; j <= b.length; j++) {
+      if (i === 0) {
+        row.push(j);
+        continue;
+      }
+      const above = rows[i - 1] as number[];
+      let cost = Math.min(
+        (above[j] as number) + 1,
+        (row[j - 1] as number) + 1,
+        (above[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        cost = Math.min(cost, ((rows[i - 2] as number[])[j - 2] as number) + 1);
+      }
+      row.push(cost);
+    }
+    rows.push(row);
+  }
+  return (rows[a.length] as number[])[b.length] as number;
 }
 
 /** An object of options (or undefined, read as `{}`). */

@@ -3,6 +3,7 @@ import { bootstrap, type CommonOptions, DEFAULT_CONNECT_TIMEOUT } from '../conne
 import { ownMethod } from '../connection/connect.js';
 import { ConnectTimeoutError } from '../connection/errors.js';
 import type { ConnectionMethod } from '../connection/method.js';
+import { checkMethodOptions } from '../connection/method-options.js';
 import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
 import { codeCacheForChildren } from '../core/code-cache.js';
 import { Context } from '../core/context.js';
@@ -221,7 +222,7 @@ export class MasterSwitch extends MessageSwitch {
    */
   async connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): Promise<Context> {
     if (this.closing) throw new Error(`router '${this.name}' has been shut down; create a new Router`);
-    checkConnectOptions(method.name, options);
+    checkConnectOptions(method, options);
     const { via, ...rest } = options;
     // The first call will need the function parser: load it while the child starts.
     setImmediate(warmFunctionAnalysis);
@@ -403,18 +404,12 @@ export class MasterSwitch extends MessageSwitch {
 }
 
 /**
- * Checks the options every connection method shares, before anything starts.
- * @throws InvalidOptionError naming the bad option.
+ * Checks the options of a connection method and `via`, before anything starts.
+ * @throws InvalidOptionError naming the bad or unknown option.
  */
-function checkConnectOptions(
-  method: string,
-  options: CommonOptions & ViaOption & { keepaliveInterval?: unknown },
-): void {
-  const where = `router.${method}()`;
-  optionsObject(options, where);
-  text(options.name, 'name', where, undefined);
-  milliseconds(options.connectTimeout, 'connectTimeout', where, undefined, 1);
-  milliseconds(options.keepaliveInterval, 'keepaliveInterval', where, undefined);
+function checkConnectOptions<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): void {
+  const where = `router.${method.name}()`;
+  checkMethodOptions(method, options, where, ['via']);
   if (options.via !== undefined && !(options.via instanceof Context)) {
     throw new InvalidOptionError('via', where, 'a Context (from a connection method of this Router)', options.via);
   }

@@ -3,17 +3,20 @@ import { Channel } from '../../core/channel.js';
 import { CALL_TOOLKIT, type Context, routerOf } from '../../core/context.js';
 import { ChannelError, HeldBytesError, ProtocolError } from '../../core/errors.js';
 import type { Holding } from '../../core/holdings.js';
-import { SENDER_CLOSED } from '../../core/send-window.js';
 import { ABANDON } from '../../core/sender.js';
 import { Cancellation } from '../cancellation.js';
+import { commandLine } from './command-line.js';
 import { CommandError } from './errors.js';
+import { Feed } from './feed.js';
+import { endable, inputChunks } from './input.js';
 import { KeptOutput } from './kept.js';
 import { LineSplitter, stripFinalNewline } from './lines.js';
 import { type CheckedOptions, type OutputStream, signalName } from './options.js';
+import { isClosed, isOutcome, isOutputChunk } from './outcome.js';
 import {
   type Control,
   type ExecRequest,
-  INPUT_CHUNK,
+  type Fd,
   type OutputChunk,
   type RemoteOutcome,
   STDERR,
@@ -41,211 +44,10 @@ type Stop = 'timeout' | 'abort' | 'maxBuffer' | 'maxHeldBytes' | 'failure';
 
 /** Longest part of a command line named in what its output holds. */
 const HELD_COMMAND_TEXT = 200;
-
-type Fd = typeof STDOUT | typeof STDERR;
 const STREAM_NAMES: Record<Fd, OutputStream> = { [STDOUT]: 'stdout', [STDERR]: 'stderr' };
 
 /** Which output `Command.lines()` reads: one stream, or both interleaved as they arrive. */
 export type LinesFrom = OutputStream | 'all';
-
-/**
- * One reader of a command's output (an iterator of `command.stdout`,
- * `stderr` or `lines()`): what the pump hands it waits here until read,
- * and the pump takes no more output while it waits, so a reader that
- * stops holds the command back instead of piling output up in memory.
- */
-class Feed<V> implements AsyncIterableIterator<V> {
-  private readonly queue: V[] = [];
-  private reader: { resolve: (result: IteratorResult<V>) => void; reject: (error: unknown) => void } | undefined;
-  private readonly idleWaiters: (() => void)[] = [];
-  private ended = false;
-  private failure: unknown;
-
-  constructor(
-    private readonly convert: (fd: Fd, chunk: Buffer) => V[],
-    private readonly flush: () => V[],
-    private readonly detach: (feed: Feed<V>) => void,
-  ) {}
-
-  /** True while values it was given are unread. */
-  get busy(): boolean {
-    return this.queue.length > 0;
-  }
-
-  push(fd: Fd, chunk: Buffer): void {
-    for (const value of this.convert(fd, chunk)) this.offer(value);
-  }
-
-  /** No more output; with `error`, the reader's next read throws it once the rest is read. */
-  end(error?: unknown): void {
-    if (this.ended) return;
-    for (const value of this.flush()) this.offer(value);
-    this.ended = true;
-    this.failure = error;
-    if (this.reader && this.queue.length === 0) this.settle();
-  }
-
-  /** Resolves once every value given so far has been read (or the reader left). */
-  idle(): Promise<void> {
-    if (!this.busy) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
-  }
-
-  next(): Promise<IteratorResult<V>> {
-    if (this.queue.length > 0) {
-      const value = this.queue.shift() as V;
-      if (this.queue.length === 0) this.wake();
-      return Promise.resolve({ value, done: false });
-    }
-    if (this.ended) {
-      const failure = this.failure;
-      this.failure = undefined;
-      return failure === undefined ? Promise.resolve({ value: undefined, done: true }) : Promise.reject(failure);
-    }
-    return new Promise((resolve, reject) => {
-      this.reader = { resolve, reject };
-    });
-  }
-
-  /** The reader left (`break` out of `for await`): it holds nothing back any more. */
-  return(): Promise<IteratorResult<V>> {
-    this.detach(this);
-    this.ended = true;
-    this.failure = undefined;
-    this.queue.length = 0;
-    this.wake();
-    if (this.reader) this.settle();
-    return Promise.resolve({ value: undefined, done: true });
-  }
-
-  [Symbol.asyncIterator](): AsyncIterableIterator<V> {
-    return this;
-  }
-
-  private offer(value: V): void {
-    if (this.reader) {
-      const { resolve } = this.reader;
-      this.reader = undefined;
-      resolve({ value, done: false });
-    } else {
-      this.queue.push(value);
-    }
-  }
-
-  private settle(): void {
-    const reader = this.reader as NonNullable<typeof this.reader>;
-    this.reader = undefined;
-    const failure = this.failure;
-    this.failure = undefined;
-    if (failure === undefined) reader.resolve({ value: undefined, done: true });
-    else reader.reject(failure);
-  }
-
-  private wake(): void {
-    for (const resolve of this.idleWaiters.splice(0)) resolve();
-  }
-}
-
-/** `arg` as a POSIX shell would need it written. */
-function quote(arg: string): string {
-  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
-}
-
-/** The command line, for results and messages. */
-export function commandLine(file: string, args: readonly string[]): string {
-  return [file, ...args].map(quote).join(' ');
-}
-
-/** Chunks of at most `INPUT_CHUNK` bytes of an input stream. */
-async function* inputChunks(input: AsyncIterable<Uint8Array | string> | Uint8Array): AsyncGenerator<Uint8Array> {
-  const source = input instanceof Uint8Array ? [input] : input;
-  for await (const item of source) {
-    const bytes = typeof item === 'string' ? Buffer.from(item) : item;
-    if (!(bytes instanceof Uint8Array))
-      throw new TypeError('an input stream gave a chunk that is not a string or bytes');
-    for (let at = 0; at < bytes.length; at += INPUT_CHUNK) yield bytes.subarray(at, at + INPUT_CHUNK);
-  }
-}
-
-/**
- * The user's input stream, read through `items`, and `end()`, which ends
- * it (its iterator's `return()`) once, whoever asks first: the loop that
- * feeds it to the command when it stops, or the command once it has ended
- * (the loop may be waiting on a child that takes nothing, for ever).
- */
-function endable<T>(input: AsyncIterable<T>): { items: AsyncIterable<T>; end: () => void } {
-  const iterator = input[Symbol.asyncIterator]();
-  let ended = false;
-  const end = () => {
-    if (ended) return;
-    ended = true;
-    // How the user's stream takes being ended is its own affair: the command has ended.
-    try {
-      Promise.resolve(iterator.return?.()).catch(() => undefined);
-    } catch {}
-  };
-  const reader: AsyncIterator<T> = {
-    next: () => iterator.next(),
-    return: () => {
-      end();
-      return Promise.resolve({ value: undefined, done: true });
-    },
-  };
-  return { items: { [Symbol.asyncIterator]: () => reader }, end };
-}
-
-/** Most chunks an outcome may carry. */
-const MAX_TAIL = 1024;
-/** Most bytes an outcome's tail may carry (the remote half holds at most about 128 KiB). */
-const MAX_TAIL_BYTES = 1024 * 1024;
-/** Longest spawn error message or code taken from a context. */
-const MAX_ERROR_TEXT = 4096;
-
-/** The error a channel's reads end with when the other end closed it: the normal end. */
-function isClosed(error: unknown): boolean {
-  return error instanceof ChannelError && error.reason === SENDER_CLOSED;
-}
-
-/** A value sent back as output: `[STDOUT | STDERR, bytes]` of at most a pipe's chunk. */
-function isOutputChunk(value: unknown): value is OutputChunk {
-  return (
-    Array.isArray(value) &&
-    value.length === 2 &&
-    (value[0] === STDOUT || value[0] === STDERR) &&
-    value[1] instanceof Uint8Array
-  );
-}
-
-/** A remote outcome of the shape the remote half sends. */
-function isOutcome(value: unknown): value is RemoteOutcome {
-  if (typeof value !== 'object' || value === null) return false;
-  const o = value as Record<string, unknown>;
-  const spawnError = o.spawnError as { code?: unknown; message?: unknown } | undefined;
-  return (
-    (o.pid === undefined || (Number.isSafeInteger(o.pid) && (o.pid as number) > 0)) &&
-    (o.exitCode === null ||
-      (Number.isInteger(o.exitCode) && (o.exitCode as number) >= 0 && (o.exitCode as number) <= 255)) &&
-    (o.signal === null || (typeof o.signal === 'string' && /^SIG[A-Z0-9+-]{1,16}$/.test(o.signal))) &&
-    typeof o.durationMs === 'number' &&
-    Number.isFinite(o.durationMs) &&
-    o.durationMs >= 0 &&
-    typeof o.timedOut === 'boolean' &&
-    Number.isSafeInteger(o.chunks) &&
-    (o.chunks as number) >= 0 &&
-    Array.isArray(o.tail) &&
-    o.tail.length <= MAX_TAIL &&
-    o.tail.every(isOutputChunk) &&
-    o.tail.reduce((bytes: number, chunk: OutputChunk) => bytes + chunk[1].byteLength, 0) <= MAX_TAIL_BYTES &&
-    (spawnError === undefined ||
-      (typeof spawnError === 'object' &&
-        spawnError !== null &&
-        typeof spawnError.message === 'string' &&
-        spawnError.message.length <= MAX_ERROR_TEXT &&
-        (spawnError.code === undefined ||
-          (typeof spawnError.code === 'string' && spawnError.code.length <= MAX_ERROR_TEXT))))
-  );
-}
-
 /**
  * A command running in a context, as `context.exec()` and `context.$`
  * return it: await it (it is a promise of its `CommandResult`), read its

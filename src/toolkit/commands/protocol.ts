@@ -60,3 +60,6 @@ export interface RemoteOutcome {
 export const WHOLE_INPUT_LIMIT = 256 * 1024;
 /** Chunk size of a streamed input. */
 export const INPUT_CHUNK = 64 * 1024;
+
+/** Which output stream a chunk came from: `STDOUT` or `STDERR`. */
+export type Fd = typeof STDOUT | typeof STDERR;

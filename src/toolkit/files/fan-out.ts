@@ -12,7 +12,8 @@ import { ChannelError, type RemoteErrorInfo, remoteError, TendrilError, toRemote
 import { ABANDON } from '../../core/sender.js';
 import type { MessageSwitch } from '../../core/switch.js';
 import { FileTransferError } from './errors.js';
-import type { Output, SinkOptions, TransferCounts, Value } from './protocol.js';
+import type { Output, TransferCounts, Value } from './protocol.js';
+import type { SinkOptions } from './sink.js';
 
 /** How each target of a fan-out ended, as it travels back from an intermediate. */
 export type Outcome = { ok: true; result: TransferCounts } | { ok: false; error: RemoteErrorInfo };

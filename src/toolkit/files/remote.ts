@@ -6,7 +6,9 @@
 import type { Channel } from '../../core/channel.js';
 import { contextRuntime } from '../../core/runtime.js';
 import { type FanOutOptions, type Outcome, type TargetRef, teeToChildren } from './fan-out.js';
-import { receiveInto, type SinkOptions, sendPath, type TransferCounts, type Value } from './protocol.js';
+import type { TransferCounts, Value } from './protocol.js';
+import { sendPath } from './send.js';
+import { receiveInto, type SinkOptions } from './sink.js';
 
 /** Options the master passes to a receiving side (see `SinkOptions`). */
 export interface RemoteSinkOptions {

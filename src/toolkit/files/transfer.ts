@@ -23,8 +23,10 @@ import {
   type TargetRef,
 } from './fan-out.js';
 import { Progress, type TransferProgress } from './progress.js';
-import { type Output, receiveInto, type SinkOptions, sendPath, type TransferCounts, type Value } from './protocol.js';
+import type { Output, TransferCounts, Value } from './protocol.js';
 import type { RemoteSinkOptions } from './remote.js';
+import { sendPath } from './send.js';
+import { receiveInto, type SinkOptions } from './sink.js';
 
 /** Options of `context.copy()`, `context.fetch()` and `router.copy()`. */
 export interface TransferOptions {

@@ -172,7 +172,7 @@ export class Fleet<T, Target = FleetTarget> extends EventEmitter<FleetEvents<T, 
   #ended = false;
   /** What a throwing listener threw: the fleet stops and `summary()` rejects with it. */
   #listenerError: { error: unknown } | undefined;
-  #summary: FleetSummary<Target> | undefined;
+  #summary: FleetSummary<T, Target> | undefined;
   readonly #end: Promise<void>;
   #resolveEnd!: () => void;
   /** Iterators waiting for the next outcome or the end. */
@@ -261,10 +261,10 @@ export class Fleet<T, Target = FleetTarget> extends EventEmitter<FleetEvents<T, 
    * whether or not the outcomes were iterated.
    * @throws what a `progress` or `outcome` listener threw (it stopped the fleet).
    */
-  async summary(): Promise<FleetSummary<Target>> {
+  async summary(): Promise<FleetSummary<T, Target>> {
     await this.#end;
     if (this.#listenerError) throw this.#listenerError.error;
-    return this.#summary as FleetSummary<Target>;
+    return this.#summary as FleetSummary<T, Target>;
   }
 
   /**
@@ -392,14 +392,15 @@ export class Fleet<T, Target = FleetTarget> extends EventEmitter<FleetEvents<T, 
     if (this.#succeeded + this.#failed + this.#skipped < this.#entries.length) return;
     this.#ended = true;
     this.#signal?.removeEventListener('abort', this.#onAbort);
-    const succeeded: FleetSuccess<Target>[] = [];
+    const succeeded: FleetSuccess<T, Target>[] = [];
     const failed: FleetFailure<Target>[] = [];
     const skipped: FleetSkip<Target>[] = [];
-    for (const { target, label, outcome } of this.#entries) {
-      if (!outcome) skipped.push({ target, label });
-      else if (outcome.ok) succeeded.push({ target, label, durationMs: outcome.durationMs });
-      else failed.push({ target, label, error: outcome.error, durationMs: outcome.durationMs });
-    }
+    this.#entries.forEach(({ target, label, outcome }, index) => {
+      if (!outcome) skipped.push({ target, label, index });
+      else if (outcome.ok)
+        succeeded.push({ target, label, index, value: outcome.value, durationMs: outcome.durationMs });
+      else failed.push({ target, label, index, error: outcome.error, durationMs: outcome.durationMs });
+    });
     const duration = performance.now() - this.#started;
     this.#summary = new FleetSummary(this.#entries.length, succeeded, failed, skipped, duration);
     this.#resolveEnd();

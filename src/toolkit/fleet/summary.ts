@@ -2,13 +2,20 @@
  * How a fleet ended, per target: what `fleet.summary()` resolves with, and
  * the report its `format()` prints.
  */
+import { inspect } from 'node:util';
+import { InvalidOptionError } from '../../core/errors.js';
+import { integer, knownOptions, optionsObject } from '../../core/options.js';
 import type { FleetError } from './errors.js';
 import type { FleetTarget } from './target.js';
 
-/** A target whose function returned. */
-export interface FleetSuccess<Target = FleetTarget> {
+/** A target whose function returned `value`. */
+export interface FleetSuccess<T = unknown, Target = FleetTarget> {
   readonly target: Target;
   readonly label: string;
+  /** Its position in the list given to the fleet. */
+  readonly index: number;
+  /** What the fleet's function returned for it (awaited), as its outcome carried it. */
+  readonly value: T;
   /** From its start (connecting included) to its outcome, in ms. */
   readonly durationMs: number;
 }
@@ -17,6 +24,8 @@ export interface FleetSuccess<Target = FleetTarget> {
 export interface FleetFailure<Target = FleetTarget> {
   readonly target: Target;
   readonly label: string;
+  /** Its position in the list given to the fleet. */
+  readonly index: number;
   /** Names the target first; the original error is its `cause`. */
   readonly error: FleetError;
   /** From its start to its outcome, in ms. */
@@ -27,20 +36,39 @@ export interface FleetFailure<Target = FleetTarget> {
 export interface FleetSkip<Target = FleetTarget> {
   readonly target: Target;
   readonly label: string;
+  /** Its position in the list given to the fleet. */
+  readonly index: number;
 }
 
-/** Lines of failures and skipped labels `format()` prints before it says how many more there are. */
+/** What `FleetSummary.format()` shows besides counts, times and failures. */
+export interface FleetFormatOptions<T = unknown> {
+  /**
+   * Show the targets that succeeded, each as `<label>: <value>`: `true`
+   * for the value as `util.inspect` shows it on one line (cut at 200
+   * characters), or a function that gives the text. Default false: a
+   * report for many targets stays short.
+   */
+  values?: boolean | ((value: T, success: FleetSuccess<T, unknown>) => string);
+  /** Lines of each list (values, failures, skipped labels) shown before it says how many more there are. Default 20. */
+  limit?: number;
+}
+
+/** Lines of each list `format()` prints by default before it says how many more there are. */
 const SHOWN = 20;
+/** Longest value `format({ values: true })` shows, in characters. */
+const VALUE_TEXT = 200;
+const FORMAT_OPTIONS: ReadonlySet<string> = new Set(['values', 'limit']);
 
 /**
  * How a fleet ended: every target is in exactly one of `succeeded`,
  * `failed` and `skipped`, each list in the order the targets were given.
  * `format()` (and `toString()`) gives a report for people.
  */
-export class FleetSummary<Target = FleetTarget> {
+export class FleetSummary<T = unknown, Target = FleetTarget> {
   /** Targets given. */
   readonly total: number;
-  readonly succeeded: readonly FleetSuccess<Target>[];
+  /** The targets whose function returned, with their values. */
+  readonly succeeded: readonly FleetSuccess<T, Target>[];
   readonly failed: readonly FleetFailure<Target>[];
   /** Targets never started: the fleet was stopped (signal, `stop()`, a loop left early) before their turn. */
   readonly skipped: readonly FleetSkip<Target>[];
@@ -50,7 +78,7 @@ export class FleetSummary<Target = FleetTarget> {
   /** Built by the fleet; not for programs. */
   constructor(
     total: number,
-    succeeded: FleetSuccess<Target>[],
+    succeeded: FleetSuccess<T, Target>[],
     failed: FleetFailure<Target>[],
     skipped: FleetSkip<Target>[],
     durationMs: number,
@@ -70,7 +98,8 @@ export class FleetSummary<Target = FleetTarget> {
   /**
    * The report: counts and wall time, the median and slowest time per
    * target, then each failure (its error's first line, which starts with
-   * the target's label) and the skipped targets, the first 20 of each.
+   * the target's label) and the skipped targets, the first 20 of each;
+   * with `values`, first each success with its value.
    *
    * ```text
    * 50 targets in 1.31 s: 48 succeeded, 2 failed
@@ -79,8 +108,17 @@ export class FleetSummary<Target = FleetTarget> {
    *   local-7: Error: disk full (raised in context 'local-7', id 9)
    *   local-9: connecting and running the fleet's function in context 'local-9' timed out after 5000 ms; ...
    * ```
+   * @throws InvalidOptionError for an unknown option, or a bad `values` or `limit`.
    */
-  format(): string {
+  format(options?: FleetFormatOptions<T>): string {
+    const where = 'summary.format()';
+    const given = optionsObject(options, where);
+    knownOptions(given, FORMAT_OPTIONS, where);
+    const shown = integer(given.limit, 'limit', where, SHOWN, 0, Number.MAX_SAFE_INTEGER);
+    const { values } = given;
+    if (values !== undefined && typeof values !== 'boolean' && typeof values !== 'function') {
+      throw new InvalidOptionError('values', where, 'true, false or a function', values);
+    }
     const counts = [`${this.succeeded.length} succeeded`, `${this.failed.length} failed`];
     if (this.skipped.length > 0) counts.push(`${this.skipped.length} skipped`);
     const lines = [
@@ -89,17 +127,27 @@ export class FleetSummary<Target = FleetTarget> {
     const timed = [...this.succeeded, ...this.failed].sort((a, b) => a.durationMs - b.durationMs);
     const slowest = timed[timed.length - 1];
     if (slowest) {
-      const median = (timed[timed.length >> 1] as FleetSuccess<Target>).durationMs;
+      const median = (timed[timed.length >> 1] as { durationMs: number }).durationMs;
       lines.push(`time per target: median ${ms(median)}, slowest ${ms(slowest.durationMs)} (${slowest.label})`);
+    }
+    if (values && this.succeeded.length > 0) {
+      const show = typeof values === 'function' ? values : showValue;
+      lines.push('succeeded:');
+      for (const success of this.succeeded.slice(0, shown)) {
+        lines.push(`  ${success.label}: ${show(success.value, success)}`);
+      }
+      if (this.succeeded.length > shown) {
+        lines.push(`  ...and ${this.succeeded.length - shown} more (summary.succeeded)`);
+      }
     }
     if (this.failed.length > 0) {
       lines.push('failed:');
-      for (const { error } of this.failed.slice(0, SHOWN)) lines.push(`  ${error.message.split('\n')[0]}`);
-      if (this.failed.length > SHOWN) lines.push(`  ...and ${this.failed.length - SHOWN} more (summary.failed)`);
+      for (const { error } of this.failed.slice(0, shown)) lines.push(`  ${error.message.split('\n')[0]}`);
+      if (this.failed.length > shown) lines.push(`  ...and ${this.failed.length - shown} more (summary.failed)`);
     }
     if (this.skipped.length > 0) {
-      const labels = this.skipped.slice(0, SHOWN).map((skip) => skip.label);
-      const more = this.skipped.length > SHOWN ? ` and ${this.skipped.length - SHOWN} more` : '';
+      const labels = this.skipped.slice(0, shown).map((skip) => skip.label);
+      const more = this.skipped.length > shown ? ` and ${this.skipped.length - shown} more` : '';
       lines.push(`skipped (the fleet was stopped first): ${labels.join(', ')}${more}`);
     }
     return lines.join('\n');
@@ -112,4 +160,10 @@ export class FleetSummary<Target = FleetTarget> {
 }
 
 const ms = (value: number): string => `${Math.round(value)} ms`;
+
+/** A value on one line, as `util.inspect` shows it, cut at `VALUE_TEXT` characters. */
+function showValue(value: unknown): string {
+  const text = inspect(value, { breakLength: Number.POSITIVE_INFINITY, depth: 2, maxArrayLength: 20 });
+  return text.length > VALUE_TEXT ? `${text.slice(0, VALUE_TEXT)}...` : text;
+}
 const seconds = (value: number): string => (value < 1000 ? ms(value) : `${(value / 1000).toFixed(2)} s`);

@@ -5,8 +5,9 @@
  */
 import type { DoasOptions } from '../../connection/doas.js';
 import type { LocalOptions } from '../../connection/local.js';
+import { targetName } from '../../connection/naming.js';
 import type { OpensshOptions } from '../../connection/openssh.js';
-import type { SshOptions } from '../../connection/ssh.js';
+import type { SshOptions } from '../../connection/ssh-options.js';
 import type { SuOptions } from '../../connection/su.js';
 import type { SudoOptions } from '../../connection/sudo.js';
 import { Context } from '../../core/context.js';
@@ -139,7 +140,7 @@ function identify(method: PoolMethod, options: Record<string, unknown>, where: s
   const option = (name: string) => `${path}${name}`;
   switch (method) {
     case 'local':
-      return { host: null, port: null, user: null, jump: null, label: 'local' };
+      return { host: null, port: null, user: null, jump: null, label: targetName(method, {}) };
     case 'ssh':
     case 'openssh': {
       const host = text(options.hostname, option('hostname'), where, undefined, 1024);
@@ -150,20 +151,21 @@ function identify(method: PoolMethod, options: Record<string, unknown>, where: s
       const port = integer(options.port, option('port'), where, 22, 1, 65535);
       const user = text(options.username, option('username'), where, undefined) ?? null;
       const jump = jumpKey(options.proxyJump, option('proxyJump'), where);
-      const lower = host.toLowerCase();
+      // Labelled as the context will be named: by what the target says (see targetName).
+      const label = targetName(method, { hostname: host, port: options.port, username: user ?? undefined });
       return {
-        host: lower,
+        host: host.toLowerCase(),
         port,
         user,
         jump,
-        label: `${method}:${user === null ? '' : `${user}@`}${lower}:${port}${jump === null ? '' : ` (through ${jump})`}`,
+        label: `${label}${jump === null ? '' : ` (through ${jump})`}`,
       };
     }
     case 'sudo':
     case 'su':
     case 'doas': {
       const user = text(options.username, option('username'), where, 'root');
-      return { host: null, port: null, user, jump: null, label: `${method}:${user}` };
+      return { host: null, port: null, user, jump: null, label: targetName(method, { username: user }) };
     }
   }
 }
