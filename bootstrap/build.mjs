@@ -113,7 +113,11 @@ const masterDebug = {
   },
 };
 const master = await esbuild.build({
-  entryPoints: { index: join(root, 'src', 'index.ts'), internal: join(root, 'src', 'internal.ts') },
+  entryPoints: {
+    index: join(root, 'src', 'index.ts'),
+    child: join(root, 'src', 'child.ts'),
+    internal: join(root, 'src', 'internal.ts'),
+  },
   outdir: join(root, 'dist'),
   chunkNames: 'chunk-[hash]',
   bundle: true,

@@ -1,14 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import {
-  Channel,
-  type Context,
-  InvalidOptionError,
-  Receiver,
-  Router,
-  type RouterOptions,
-  type TransferOptions,
-} from 'tendril';
+import { Channel, type Context, InvalidOptionError, Router, type RouterOptions, type TransferOptions } from 'tendril';
+import { Receiver } from '#dist/internal.js';
 
 /** A bad option is refused with InvalidOptionError naming it, where it was passed and what it must be. */
 function refused(option: string, where: string): (error: unknown) => boolean {

@@ -502,6 +502,20 @@ export class Context {
   }
 }
 
+/**
+ * Makes the handle of a context that became reachable: the master's switch
+ * and the listener client are given one by the layer above them, so the
+ * handles they give the program are the public `Context` (with the
+ * toolkit's methods) without the core knowing that class.
+ */
+export type ContextFactory<C extends Context = Context> = (
+  router: SwitchLike,
+  id: number,
+  name: string,
+  parentId: number,
+  info: ContextInfo,
+) => C;
+
 /** The message switch a context handle sends through: for tendril's services, which open Receivers and Channels beside their calls. */
 export function routerOf(context: Context): MessageSwitch {
   return (context as unknown as { router: MessageSwitch }).router;

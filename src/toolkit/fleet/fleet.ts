@@ -6,9 +6,9 @@
  */
 import { EventEmitter } from 'eventemitter3';
 import PQueue from 'p-queue';
-import { Context } from '../../core/context.js';
 import { InvalidOptionError, TimeoutError } from '../../core/errors.js';
 import { abortSignal, integer, milliseconds, optionsObject } from '../../core/options.js';
+import { Context } from '../context.js';
 import { ContextPool, type PoolLease } from '../pool/pool.js';
 import { FleetError } from './errors.js';
 import { type FleetFailure, type FleetSkip, type FleetSuccess, FleetSummary } from './summary.js';
