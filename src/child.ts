@@ -12,17 +12,10 @@
 import { NOT_IN_A_CHILD } from './core/child-entry.js';
 import type { ThisContext } from './core/services.js';
 
+export type * from './api/context-types.js';
 export { serviceName } from './core/child-entry.js';
-// The types a child's code names; the helper types of typed service calls come along with them.
-export type { CallOptions, Context, ContextInfo, ServiceCallOptions } from './core/context.js';
-export type {
-  RemoteService,
-  ServiceCaller,
-  ServiceName,
-  ServiceOptions,
-  ServicePolicy,
-  ThisContext,
-} from './core/services.js';
+export type { Context } from './core/context.js';
+export type { ThisContext } from './core/services.js';
 
 /**
  * The context this code runs in, when it runs in a child: its `id` and

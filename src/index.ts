@@ -15,6 +15,7 @@
 // First, before any dependency is evaluated: fails clearly when tendril was bundled.
 import './master/installed.js';
 
+export type * from './api/context-types.js';
 export type { RouterEvents } from './api/router.js';
 export { Router } from './api/router.js';
 export type { CommonOptions } from './connection/bootstrap.js';
@@ -40,7 +41,6 @@ export type { ChildProcessHandle, ExitStatus } from './core/broker.js';
 export type { ChannelOptions } from './core/channel.js';
 export { Channel } from './core/channel.js';
 export { serviceName } from './core/child-entry.js';
-export type { CallOptions, ContextInfo, RemoteModule, ServiceCallOptions, ShutdownOptions } from './core/context.js';
 export type { RemoteErrorInfo, ServiceErrorCode, ServiceErrorDetails } from './core/errors.js';
 export {
   CallError,
@@ -59,25 +59,12 @@ export {
   TimeoutError,
   UnsupportedValueError,
 } from './core/errors.js';
-export type { ImporterStats } from './core/importer.js';
 export { NativeModuleError } from './core/importer.js';
 export type { LogRecord } from './core/log.js';
 export type { Receiver, ReceiverOptions } from './core/receiver.js';
 export type { Selected } from './core/select.js';
 export { Select } from './core/select.js';
 export type { Sender, SenderOptions } from './core/sender.js';
-export type {
-  RemoteService,
-  ServiceArgs,
-  ServiceCaller,
-  ServiceMethodOf,
-  ServiceMethods,
-  ServiceName,
-  ServiceOf,
-  ServiceOptions,
-  ServicePolicy,
-  ServiceResult,
-} from './core/services.js';
 export type { Policy, RouterWarning } from './core/switch.js';
 export type { HighWaterMark } from './core/window.js';
 export type { RouterOptions, ViaOption } from './master/master-switch.js';
