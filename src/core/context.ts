@@ -476,7 +476,7 @@ export class Context {
    */
   async shutdown(options: ShutdownOptions = {}): Promise<void> {
     const grace = milliseconds(
-      optionsObject(options, 'context.shutdown()').grace,
+      optionsObject(options, 'context.shutdown()', SHUTDOWN_OPTIONS).grace,
       'grace',
       'context.shutdown()',
       undefined,
@@ -521,12 +521,17 @@ export function routerOf(context: Context): MessageSwitch {
   return (context as unknown as { router: MessageSwitch }).router;
 }
 
+/** The options of a call (`CallOptions`), of a service call (`ServiceCallOptions`), of `shutdown` (`ShutdownOptions`). */
+const CALL_OPTIONS = new Set(['timeout', 'signal', 'base']);
+const SERVICE_CALL_OPTIONS = new Set(['timeout', 'signal']);
+const SHUTDOWN_OPTIONS = new Set(['grace']);
+
 /**
  * Checks the options of a service call.
  * @throws InvalidOptionError naming the bad option.
  */
 function checkServiceCallOptions(options: ServiceCallOptions, where: string): void {
-  optionsObject(options, where);
+  optionsObject(options, where, SERVICE_CALL_OPTIONS);
   milliseconds(options.timeout, 'timeout', where, undefined);
   abortSignal(options.signal, 'signal', where);
 }
@@ -536,7 +541,7 @@ function checkServiceCallOptions(options: ServiceCallOptions, where: string): vo
  * @throws InvalidOptionError naming the bad option.
  */
 function checkCallOptions(options: CallOptions, where: string): void {
-  optionsObject(options, where);
+  optionsObject(options, where, CALL_OPTIONS);
   milliseconds(options.timeout, 'timeout', where, undefined);
   abortSignal(options.signal, 'signal', where);
   location(options.base, 'base', where);

@@ -82,20 +82,56 @@ export function abortSignal(value: unknown, option: string, where: string): Abor
 /**
  * Refuses an option of `given` that is not one of `known`: a misspelt
  * option would else be ignored, and its default used without a word.
- * @throws InvalidOptionError naming the option and listing the known ones.
+ * @throws InvalidOptionError naming the option, the known option it most
+ *   likely meant ("did you mean"), and the known ones.
  */
 export function knownOptions(given: object, known: ReadonlySet<string>, where: string): void {
   for (const key of Object.keys(given)) {
-    if (!known.has(key))
-      throw new InvalidOptionError(key, where, `one of ${[...known].join(', ')}`, 'an unknown option');
+    if (known.has(key)) continue;
+    const near = nearest(key, known);
+    const hint = near === undefined ? '' : ` (did you mean ${near}?)`;
+    throw new InvalidOptionError(key, where, `one of ${[...known].join(', ')}${hint}`, 'an unknown option');
   }
 }
 
-/** An object of options (or undefined, read as `{}`). */
-export function optionsObject<T extends object>(value: T | undefined, where: string): T {
+/** The known option closest to `key` in edits, when it is close enough to be a slip (a third of its length, at least 2). */
+function nearest(key: string, known: ReadonlySet<string>): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(key.length / 3)) + 1;
+  for (const candidate of known) {
+    const distance = editDistance(key.toLowerCase(), candidate.toLowerCase());
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best;
+}
+
+/** Levenshtein distance between two short strings. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const substitution = (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, substitution);
+    }
+    previous = current;
+  }
+  return previous[b.length] as number;
+}
+
+/**
+ * An object of options (or undefined, read as `{}`), with only the keys
+ * of `known` when given (see `knownOptions`).
+ * @throws InvalidOptionError when it is not an object, or has an unknown key.
+ */
+export function optionsObject<T extends object>(value: T | undefined, where: string, known?: ReadonlySet<string>): T {
   if (value === undefined) return {} as T;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InvalidOptionError('options', where, 'an object', value);
   }
+  if (known) knownOptions(value, known, where);
   return value;
 }

@@ -1,11 +1,15 @@
 import { ChannelError, type TendrilError, TimeoutError } from './errors.js';
 import type { Message } from './message.js';
+import { optionsObject } from './options.js';
 import { ReceiveWindow } from './receive-window.js';
 import { SENDER_CLOSED } from './send-window.js';
 import { type LeaseHolder, LOCAL_RECEIVER, Sender } from './sender.js';
 import type { Stream } from './stream.js';
 import { deadReason, type MessageSwitch, type Policy, ROUTER_SWITCH, type SwitchLike, switchOf } from './switch.js';
 import { type HighWaterMark, highWaterMark } from './window.js';
+
+/** The options a receiver takes (`ReceiverOptions`). */
+const RECEIVER_OPTIONS = new Set(['handle', 'policy', 'contextId', 'highWaterMark']);
 
 /** Options of a receiver. */
 export interface ReceiverOptions {
@@ -101,6 +105,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   constructor(router: SwitchLike, options: ReceiverOptions = {}) {
     const core = switchOf(router);
     this[ROUTER_SWITCH] = core;
+    optionsObject(options, 'new Receiver()', RECEIVER_OPTIONS);
     this.highWaterMark = highWaterMark(options.highWaterMark, 'new Receiver()');
     const { contextId, policy } = options;
     const fromPeer: Policy | undefined =

@@ -11,12 +11,16 @@ import { Stream } from '../core/stream.js';
 import { MessageSwitch, type PreparedCall, ROUTER_SWITCH, type RouterWarning } from '../core/switch.js';
 import { callPreparer } from '../master/prepare-call.js';
 import { Context } from '../toolkit/context.js';
+import { ACQUIRE_OPTIONS } from '../toolkit/pool/pool.js';
 import { MAX_VIA_DEPTH, type PoolTarget } from '../toolkit/pool/target.js';
 import { serviceRegistry } from '../toolkit/services/registry.js';
 import { ListenerError } from './errors.js';
 import { HELLO_VERSION, helloMessage, isPeerName, readWelcome, type Welcome } from './hello.js';
 import { type PeerCredentials, peerCredentials, userIds } from './peer-credentials.js';
 import { type AcquiredRecord, type ContextRecord, type PeerApi, peerServiceName } from './peer-service.js';
+
+/** The options `joinListener()` takes (`JoinListenerOptions`). */
+const JOIN_OPTIONS = new Set(['name', 'connectTimeout', 'allowUids']);
 
 const debug = logger('listener');
 
@@ -187,7 +191,7 @@ export class ListenerClient extends EventEmitter<ListenerClientEvents> {
     target: ListenerClientTarget,
     options: ListenerClientAcquireOptions = {},
   ): Promise<ListenerClientLease> {
-    optionsObject(options, 'client.acquire()');
+    optionsObject(options, 'client.acquire()', ACQUIRE_OPTIONS);
     const token = this.#tokens++;
     const wire: { unique?: boolean; timeout?: number } = {};
     if (options.unique !== undefined) wire.unique = options.unique;
@@ -293,7 +297,7 @@ export class ListenerClient extends EventEmitter<ListenerClientEvents> {
  */
 export async function joinListener(path: string, options: JoinListenerOptions = {}): Promise<ListenerClient> {
   const where = 'joinListener()';
-  optionsObject(options, where);
+  optionsObject(options, where, JOIN_OPTIONS);
   const timeout = milliseconds(options.connectTimeout, 'connectTimeout', where, 10_000, 1);
   const allowUids = userIds(options.allowUids, where);
   if (options.name !== undefined && !isPeerName(options.name)) {

@@ -15,6 +15,9 @@ import { checkPeerCredentials, type PeerCredentials, peerCredentials, userIds } 
 import { offerPeerService } from './peer-service.js';
 import { prepareSocketPath } from './socket-path.js';
 
+/** The options `router.listen()` takes (`ListenOptions`). */
+const LISTEN_OPTIONS = new Set(['allowUids', 'maxPeers', 'helloTimeout']);
+
 const debug = logger('listener');
 
 /** Options of `router.listen()`. */
@@ -115,7 +118,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
     options: ListenOptions = {},
   ): Promise<Listener> {
     const where = 'router.listen()';
-    optionsObject(options, where);
+    optionsObject(options, where, LISTEN_OPTIONS);
     if (typeof path !== 'string' || path === '') {
       throw new ListenerError(String(path), `${where} needs the socket's path, a non-empty string`);
     }

@@ -166,6 +166,11 @@ export interface PoolRouter {
   readonly [ROUTER_SWITCH]: MessageSwitch;
 }
 
+/** The options a pool takes (`PoolOptions`). */
+const POOL_OPTIONS = new Set(['maxConnecting', 'maxContexts', 'idleTimeout']);
+/** The options an acquire takes (`AcquireOptions`), from the pool or through the listener. */
+export const ACQUIRE_OPTIONS: ReadonlySet<string> = new Set(['unique', 'timeout', 'signal']);
+
 /** The pools of each router, so that `router.shutdown()` closes them. */
 const pools = new WeakMap<PoolRouter, Set<ContextPool>>();
 
@@ -224,7 +229,7 @@ export class ContextPool {
   constructor(router: PoolRouter, options: PoolOptions = {}) {
     const where = 'new ContextPool()';
     if (!isRouter(router)) throw new InvalidOptionError('router', where, 'a Router', router);
-    options = optionsObject(options, where);
+    options = optionsObject(options, where, POOL_OPTIONS);
     const maxConnecting = integer(options.maxConnecting, 'maxConnecting', where, DEFAULT_MAX_CONNECTING, 1, 10_000);
     this.#maxContexts =
       options.maxContexts === Number.POSITIVE_INFINITY
@@ -255,7 +260,7 @@ export class ContextPool {
    */
   async acquire(target: PoolTarget, options: AcquireOptions = {}): Promise<PoolLease> {
     const where = 'pool.acquire()';
-    options = optionsObject(options, where);
+    options = optionsObject(options, where, ACQUIRE_OPTIONS);
     if (options.unique !== undefined && typeof options.unique !== 'boolean') {
       throw new InvalidOptionError('unique', where, 'a boolean', options.unique);
     }
