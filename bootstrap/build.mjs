@@ -113,11 +113,7 @@ const masterDebug = {
   },
 };
 const master = await esbuild.build({
-  entryPoints: {
-    index: join(root, 'src', 'index.ts'),
-    child: join(root, 'src', 'child.ts'),
-    internal: join(root, 'src', 'internal.ts'),
-  },
+  entryPoints: { index: join(root, 'src', 'index.ts'), internal: join(root, 'src', 'internal.ts') },
   outdir: join(root, 'dist'),
   chunkNames: 'chunk-[hash]',
   bundle: true,
@@ -131,6 +127,21 @@ const master = await esbuild.build({
   plugins: [portableMsgpackr, masterDebug],
   legalComments: 'none',
   metafile: true,
+  logLevel: 'warning',
+});
+
+// `tendril/child` as the master loads it (children get the core instead): a
+// bundle of its own, holding no state, so it adds no chunk to what
+// `import('tendril')` loads.
+await esbuild.build({
+  entryPoints: { child: join(root, 'src', 'child.ts') },
+  outdir: join(root, 'dist'),
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  keepNames: true,
+  legalComments: 'none',
   logLevel: 'warning',
 });
 

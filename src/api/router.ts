@@ -18,7 +18,7 @@ import { Fleet, type FleetFunction, type FleetOptions } from '../toolkit/fleet/f
 import type { FleetTarget } from '../toolkit/fleet/target.js';
 import { ContextPool, routerShuttingDown } from '../toolkit/pool/pool.js';
 import { serviceRegistry } from '../toolkit/services/registry.js';
-import type { Listener, ListenOptions } from '../unix/listener.js';
+import { Listener, type ListenOptions } from '../unix/listener.js';
 
 /** Options of the `Router` and of its connection methods. */
 export type { RouterOptions, ViaOption } from '../master/master-switch.js';
@@ -343,10 +343,7 @@ export class Router extends EventEmitter<RouterEvents> {
    *   another master listens there (`ERR_TENDRIL_LISTENER_IN_USE`).
    */
   listen(path: string, options?: ListenOptions): Promise<Listener> {
-    // The listener is a chunk of its own: a program that never listens never loads it.
-    return import('../unix/listener.js').then(({ Listener }) =>
-      Listener.open(this.#core, () => this.pool, path, options),
-    );
+    return Listener.open(this.#core, () => this.pool, path, options);
   }
 
   /**
