@@ -537,7 +537,7 @@ async function compress(file: FileRecord): Promise<FileRecord> {
 /** Why `spec` was not found from a shipped function's base, and how to resolve it from elsewhere. */
 function notFromCall(spec: string, from: string): string {
   const where = from.endsWith(CALL_FILE) ? `the directory ${dirname(from)}` : `the module ${from}`;
-  return `Cannot find module '${spec}': the master resolved it as if required from ${where} (a shipped function's require() and import() resolve from the module that defines it, else the main module); pass \`base\` to context.callWith() or to the MessageSwitch to resolve from elsewhere, or install the package there`;
+  return `Cannot find module '${spec}': the master resolved it as if required from ${where} (a shipped function's require() and import() resolve from the module that defines it, else the main module); pass \`base\` to context.callWith() or to the Router to resolve from elsewhere, or install the package there`;
 }
 
 /** The nearest directory at or above `dir` holding a package.json. */
