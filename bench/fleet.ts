@@ -19,7 +19,8 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { ContextPool, DEFAULT_MAX_CONNECTING, type PoolTarget, Router } from 'tendril';
+import { ContextPool, type PoolTarget, Router } from 'tendril';
+import { DEFAULT_MAX_CONNECTING } from '#dist/internal.js';
 import { type Contender, median, mib, progress, runParts, runRounds, type Table } from './flow-shared.js';
 
 const CONTEXTS = 100;

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type Context, connect, Router, type WorkerTarget } from 'tendril';
+import { type Context, joinListener, type ListenerClientTarget, Router } from 'tendril';
 import { sshLogin, startTestbed } from '../test/support/testbed.js';
 import { median, quantile } from './flow-shared.js';
 import { row } from './report.js';
@@ -32,8 +32,8 @@ async function timeCalls(context: Context, count: number): Promise<number[]> {
 
 type FromWorker = { ready: true } | { times: number[] };
 
-async function worker(socket: string, target: WorkerTarget): Promise<void> {
-  const joined = await connect(socket);
+async function worker(socket: string, target: ListenerClientTarget): Promise<void> {
+  const joined = await joinListener(socket);
   const lease = await joined.acquire(target);
   // Warm this process's function analysis and the path, as the master's is warmed.
   await timeCalls(lease.context, 5);

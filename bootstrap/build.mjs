@@ -130,6 +130,21 @@ const master = await esbuild.build({
   logLevel: 'warning',
 });
 
+// `tendril/child` as the master loads it (children get the core instead): a
+// bundle of its own, holding no state, so it adds no chunk to what
+// `import('tendril')` loads.
+await esbuild.build({
+  entryPoints: { child: join(root, 'src', 'child.ts') },
+  outdir: join(root, 'dist'),
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  keepNames: true,
+  legalComments: 'none',
+  logLevel: 'warning',
+});
+
 // The master's own code renames dynamic imports for shipping (see src/master/module-source.ts).
 const { renameDynamicImports } = await import(join(root, 'dist', 'internal.js'));
 await esModuleLexer.init;

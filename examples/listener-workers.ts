@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { connect, Router } from 'tendril';
+import { joinListener, Router } from 'tendril';
 
 const WORKERS = 8;
 const CALLS = 20;
@@ -22,7 +22,7 @@ interface Report {
 if (process.argv[2] === 'worker') {
   const [, , , socket, host] = process.argv as string[];
   // A worker: join the master, take its connection to the host, call it, leave.
-  const worker = await connect(socket as string);
+  const worker = await joinListener(socket as string);
   const lease = await worker.acquire({ method: 'ssh', hostname: host as string });
   const pids = new Set<number>();
   const started = performance.now();

@@ -2,14 +2,23 @@
  * tendril: start Node interpreters on other machines and accounts, and
  * call functions in them as if they were local.
  *
+ * The package's whole surface, recorded in etc/tendril.api.md (checked by
+ * the suite): the `Router` facade and what it hands out (as types: users
+ * never construct a `Context`, `Receiver`, `Command`, `Fleet`...), the
+ * classes users construct (`Channel`, `Select`, `ContextPool`), the error
+ * classes, and option, result and event types. Code running inside a
+ * context uses the `tendril/child` entry (src/child.ts).
+ *
  * @packageDocumentation
  */
 
 // First, before any dependency is evaluated: fails clearly when tendril was bundled.
 import './master/installed.js';
 
+export type * from './api/context-types.js';
+export type { RouterEvents } from './api/router.js';
+export { Router } from './api/router.js';
 export type { CommonOptions } from './connection/bootstrap.js';
-export { DEFAULT_CONNECT_TIMEOUT } from './connection/bootstrap.js';
 export type { DoasOptions } from './connection/doas.js';
 export {
   AuthenticationError,
@@ -23,19 +32,16 @@ export {
   UnknownHostError,
 } from './connection/errors.js';
 export type { LocalOptions } from './connection/local.js';
-export { local as localMethod } from './connection/local.js';
 export type { ConnectionMethod, Transport } from './connection/method.js';
 export type { OpensshOptions } from './connection/openssh.js';
 export type { HostKeyPolicy, SshJumpHost, SshOptions } from './connection/ssh.js';
 export type { SuOptions } from './connection/su.js';
 export type { SudoOptions } from './connection/sudo.js';
 export type { ChildProcessHandle, ExitStatus } from './core/broker.js';
-export { Broker, DEFAULT_SHUTDOWN_GRACE } from './core/broker.js';
 export type { ChannelOptions } from './core/channel.js';
 export { Channel } from './core/channel.js';
-export type { CallOptions, ContextInfo, RemoteModule, ShutdownOptions } from './core/context.js';
-export { Context } from './core/context.js';
-export type { RemoteErrorInfo } from './core/errors.js';
+export { serviceName } from './core/child-entry.js';
+export type { RemoteErrorInfo, ServiceErrorCode, ServiceErrorDetails } from './core/errors.js';
 export {
   CallError,
   CapturedVariableError,
@@ -47,32 +53,61 @@ export {
   MessageTooLargeError,
   ModuleRequestError,
   ProtocolError,
+  ServiceError,
   StreamError,
   TendrilError,
   TimeoutError,
   UnsupportedValueError,
 } from './core/errors.js';
-export { DEFAULT_MAX_MESSAGE_SIZE } from './core/framing.js';
-export type { ImporterStats } from './core/importer.js';
 export { NativeModuleError } from './core/importer.js';
 export type { LogRecord } from './core/log.js';
-export { Message } from './core/message.js';
-export type { ReceiverOptions } from './core/receiver.js';
-export { Receiver } from './core/receiver.js';
+export type { Receiver, ReceiverOptions } from './core/receiver.js';
 export type { Selected } from './core/select.js';
 export { Select } from './core/select.js';
-export type { SenderOptions } from './core/sender.js';
-export { Sender } from './core/sender.js';
-export type { Policy, RequestOptions, RouterEvents, RouterWarning } from './core/switch.js';
+export type { Sender, SenderOptions } from './core/sender.js';
+export type { Policy, RouterWarning } from './core/switch.js';
 export type { HighWaterMark } from './core/window.js';
-export { DEFAULT_HIGH_WATER_MARK } from './core/window.js';
+export type { RouterOptions, ViaOption } from './master/master-switch.js';
 export type { ModuleFilter, ModuleVerdict } from './master/module-files.js';
 export type { ResponderStats } from './master/module-responder.js';
-export type { RouterOptions, ViaOption } from './master/router.js';
-export { Router } from './master/router.js';
-export * from './toolkit/commands/index.js';
-export * from './toolkit/files/index.js';
-export * from './toolkit/fleet/index.js';
-export * from './toolkit/pool/index.js';
-export * from './toolkit/services/index.js';
-export * from './unix/index.js';
+export type { Command, LinesFrom } from './toolkit/commands/command.js';
+export { CommandError } from './toolkit/commands/errors.js';
+export type { CommandTag } from './toolkit/commands/exec.js';
+export type { CommandInput, ExecOptions, OutputLine, OutputStream } from './toolkit/commands/options.js';
+export type { CommandResult } from './toolkit/commands/result.js';
+export type { TemplateValue } from './toolkit/commands/template.js';
+export type { Context } from './toolkit/context.js';
+export { FileTransferError } from './toolkit/files/errors.js';
+export type { TransferProgress } from './toolkit/files/progress.js';
+export type { FileWriteStream, WriteStreamOptions } from './toolkit/files/streams.js';
+export type { CopyOutcome, TransferOptions, TransferResult } from './toolkit/files/transfer.js';
+export { FleetError } from './toolkit/fleet/errors.js';
+export type {
+  Fleet,
+  FleetEvents,
+  FleetFailureOutcome,
+  FleetFunction,
+  FleetOptions,
+  FleetOutcome,
+  FleetProgress,
+  FleetStep,
+  FleetSuccessOutcome,
+} from './toolkit/fleet/fleet.js';
+export type { FleetFailure, FleetFormatOptions, FleetSkip, FleetSuccess, FleetSummary } from './toolkit/fleet/summary.js';
+export type { FleetTarget } from './toolkit/fleet/target.js';
+export { PoolError } from './toolkit/pool/errors.js';
+export type { AcquireOptions, PoolLease, PoolOptions, PoolRouter, PoolStats } from './toolkit/pool/pool.js';
+export { ContextPool } from './toolkit/pool/pool.js';
+export type { PoolMethod, PoolTarget, PoolVia } from './toolkit/pool/target.js';
+export { describeTarget } from './toolkit/pool/target.js';
+export type {
+  JoinListenerOptions,
+  ListenerClient,
+  ListenerClientAcquireOptions,
+  ListenerClientEvents,
+  ListenerClientLease,
+  ListenerClientTarget,
+} from './unix/client.js';
+export { joinListener } from './unix/client.js';
+export { ListenerError } from './unix/errors.js';
+export type { Listener, ListenerEvents, ListenOptions, Peer } from './unix/listener.js';

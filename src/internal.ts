@@ -11,6 +11,7 @@
 // First, as in index.ts: shared by both entries, the check leads the chunk they share.
 import './master/installed.js';
 
+export { DEFAULT_CONNECT_TIMEOUT } from './connection/bootstrap.js';
 export {
   fingerprint,
   hashHostName,
@@ -22,6 +23,7 @@ export {
   verifyHostKey,
   verifyHostKeyAs,
 } from './connection/known-hosts.js';
+export { local as localMethod } from './connection/local.js';
 export { PASSWORD_PROMPT } from './connection/prompts.js';
 export {
   type JumpHost,
@@ -31,10 +33,11 @@ export {
   resolveChain,
   resolveHost,
 } from './connection/ssh-config.js';
+export { Broker, DEFAULT_SHUTDOWN_GRACE } from './core/broker.js';
 export { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH, MAX_OBJECTS } from './core/codec.js';
 export { CALL_TOOLKIT } from './core/context.js';
 export { remoteError, toRemoteErrorInfo } from './core/errors.js';
-export { encodeFrame, FrameDecoder } from './core/framing.js';
+export { DEFAULT_MAX_MESSAGE_SIZE, encodeFrame, FrameDecoder } from './core/framing.js';
 export { ITEM_OVERHEAD } from './core/holdings.js';
 export { FLAG_DEAD, HEADER_SIZE, Message } from './core/message.js';
 export { MAX_SPECS_PER_REQUEST, MAX_WAITING_MODULE_REQUESTS } from './core/module-protocol.js';
@@ -48,7 +51,18 @@ export { Receiver } from './core/receiver.js';
 export { Sender } from './core/sender.js';
 export { Stream } from './core/stream.js';
 export { MessageSwitch, ROUTER_SWITCH, type RouterWarning } from './core/switch.js';
+export { DEFAULT_HIGH_WATER_MARK } from './core/window.js';
 export { IdAllocator, SUBTREE_ID_QUOTA } from './master/id-allocator.js';
 export { renameDynamicImports } from './master/module-source.js';
+export { Context } from './toolkit/context.js';
 export { receiveInto, type SinkOptions } from './toolkit/files/sink.js';
 export { fetchedFrom } from './toolkit/files/transfer.js';
+export { DEFAULT_FLEET_CONCURRENCY, MAX_FLEET_CONCURRENCY } from './toolkit/fleet/fleet.js';
+export { DEFAULT_MAX_CONNECTING, DEFAULT_MAX_CONTEXTS } from './toolkit/pool/pool.js';
+export { MAX_VIA_DEPTH, POOL_METHODS } from './toolkit/pool/target.js';
+export {
+  DEFAULT_SERVICE_CONCURRENCY,
+  DEFAULT_SERVICE_MAX_QUEUED,
+  DEFAULT_SERVICE_MAX_QUEUED_BYTES,
+} from './toolkit/services/registry.js';
+export { Listener } from './unix/listener.js';

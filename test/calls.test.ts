@@ -197,7 +197,7 @@ describe('calls', () => {
   });
 
   test('a call to a context ID that does not exist is a ChannelError, not a hang', async () => {
-    const { Context } = await import('tendril');
+    const { Context } = await import('#dist/internal.js');
     const ghost = new Context(router, 999_999, 'ghost', 0, child.info);
     await assert.rejects(
       ghost.call(() => 1),

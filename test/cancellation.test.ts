@@ -10,7 +10,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { ConnectTimeoutError, type Context, connect, Router, Select, TimeoutError } from 'tendril';
+import { ConnectTimeoutError, type Context, joinListener, Router, Select, TimeoutError } from 'tendril';
 import { BOOT, CONNECT, encode, encodeFrame, FrameDecoder, Message } from '#dist/internal.js';
 import { silence } from './support/hostile.js';
 import { settledWithin } from './support/procs.js';
@@ -42,8 +42,8 @@ describe('operations with a signal or a timeout settle when the other side never
     router = new Router();
     child = await router.local({ name: 'unanswering' });
     await child.call(() => {
-      require('tendril')
-        .contextRouter()
+      require('tendril/child')
+        .thisContext()
         .registerService('stuck', { wait: () => new Promise(() => undefined) });
     });
   });
@@ -172,7 +172,7 @@ describe("a worker's acquire settles when the master never answers", { timeout: 
   });
 
   test('acquire({ timeout }) rejects with TimeoutError shortly after its timeout', async () => {
-    const worker = await connect(join(scratch, 'master.sock'));
+    const worker = await joinListener(join(scratch, 'master.sock'));
     try {
       const acquired = await settlement(worker.acquire({ method: 'local' }, { timeout: 300 }));
       assert.equal(acquired.outcome, 'rejected');

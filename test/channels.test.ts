@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type Context, ContextDisconnectedError, Receiver, Router, Select, type Sender, TimeoutError } from 'tendril';
+import { type Context, ContextDisconnectedError, Router, Select, type Sender, TimeoutError } from 'tendril';
+import { Receiver } from '#dist/internal.js';
 
 describe('receivers, senders and select', () => {
   let router: Router;

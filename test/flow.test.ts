@@ -6,13 +6,13 @@ import {
   Channel,
   ChannelError,
   type Context,
-  Receiver,
   Router,
   type RouterWarning,
   Select,
   type Sender,
   TimeoutError,
 } from 'tendril';
+import { Receiver } from '#dist/internal.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
 
@@ -94,7 +94,9 @@ describe('flow control', { timeout: 120_000 }, () => {
     const outcome = await child.call(
       async (probe: Sender<number>, handle: number) => {
         const core = require('tendril:core') as Core;
-        const liar = new core.Sender<number>(probe.router, 0, handle, { highWaterMark: { messages: 1_000_000 } });
+        const liar = new core.Sender<number>(core.switchOf(probe), 0, handle, {
+          highWaterMark: { messages: 1_000_000 },
+        });
         for (let i = 0; i < 50; i++) liar.send(i);
         // The refusal comes back as a dead reply; wait for it.
         for (let i = 0; i < 100 && !liar.closed; i++) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -302,7 +304,8 @@ describe('flow control', { timeout: 120_000 }, () => {
     await sleep(500);
     // What the child holds for the grandchild, asked of the child itself (its event loop is free).
     const queued = await child.call(
-      (probe: Sender<never>, id: number) => probe.router.routeOf(id)?.queuedBytes ?? -1,
+      (probe: Sender<never>, id: number) =>
+        (require('tendril:core') as Core).switchOf(probe).routeOf(id)?.queuedBytes ?? -1,
       router.receiver<never>().toSender(),
       grandchild.id,
     );

@@ -8,10 +8,11 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { Context, connect, type Listener, ListenerError, Router, type RouterWarning, serviceName } from 'tendril';
+import { joinListener, type Listener, ListenerError, Router, type RouterWarning, serviceName } from 'tendril';
 import {
   BOOT,
   CALL_FUNCTION,
+  Context,
   encodeFrame,
   Message,
   ROUTER_SWITCH,
@@ -208,7 +209,7 @@ describe('router.listen() and connect()', () => {
     router.on('warning', onWarning);
     try {
       // The fixture cannot forge; a hand-made peer stream can: it joins, then sends as the held context.
-      const worker = await connect(socket, { name: 'forger' });
+      const worker = await joinListener(socket, { name: 'forger' });
       const core = (worker as unknown as { [ROUTER_SWITCH]: Switch })[ROUTER_SWITCH];
       core.parentStream?.send(
         Message.encoded({ dst: held.id, src: held.id, auth: held.id, handle: CALL_FUNCTION, replyTo: 0 }, {}),

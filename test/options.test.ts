@@ -3,12 +3,14 @@ import { after, before, describe, test } from 'node:test';
 import {
   Channel,
   type Context,
+  ContextPool,
   InvalidOptionError,
-  Receiver,
+  joinListener,
   Router,
   type RouterOptions,
   type TransferOptions,
 } from 'tendril';
+import { Receiver } from '#dist/internal.js';
 
 /** A bad option is refused with InvalidOptionError naming it, where it was passed and what it must be. */
 function refused(option: string, where: string): (error: unknown) => boolean {
@@ -91,6 +93,82 @@ describe('options are checked in one place', () => {
     await assert.rejects(
       router.copy('/etc/hostname', '/nonexistent/x', [child], { stallTimout: 5 } as unknown as TransferOptions),
       refused('stallTimout', 'router.copy()'),
+    );
+  });
+
+  test('every public options object refuses an unknown key, suggesting the one it most likely meant', async () => {
+    // Each surface with a misspelling of one of its options: the refusal names it, where, and the likely one.
+    const misspelt = (option: string, where: string, meant: string) => (error: unknown) =>
+      refused(option, where)(error) && new RegExp(`\\(did you mean ${meant}\\?\\)`).test((error as Error).message);
+    const bad = <T>(options: object) => options as T;
+    await assert.rejects(
+      child.copy('/etc/hostname', '/tmp/x', bad({ mod: 0o600 })),
+      misspelt('mod', 'context.copy()', 'mode'),
+    );
+    await assert.rejects(
+      child.fetch('/etc/hostname', '/tmp/x', bad({ recusive: true })),
+      misspelt('recusive', 'context.fetch()', 'recursive'),
+    );
+    assert.throws(
+      () => child.createWriteStream('/tmp/x', bad({ mdoe: 0o600 })),
+      misspelt('mdoe', 'context.createWriteStream()', 'mode'),
+    );
+    await assert.rejects(
+      router.copy('/etc/hostname', '/tmp/x', [child], bad({ stallTimout: 5 })),
+      misspelt('stallTimout', 'router.copy()', 'stallTimeout'),
+    );
+    assert.throws(() => child.exec('true', bad({ cwdd: '/' })), misspelt('cwdd', 'context.exec()', 'cwd'));
+    await assert.rejects(
+      child.callWith(bad({ timout: 5 }), () => 1),
+      misspelt('timout', 'context.callWith()', 'timeout'),
+    );
+    assert.throws(() => child.import('./x.js', bad({ bsae: '/' })), misspelt('bsae', 'context.import()', 'base'));
+    await assert.rejects(
+      child.callServiceWith(bad({ singal: undefined }), 's', 'm'),
+      misspelt('singal', 'context.callServiceWith()', 'signal'),
+    );
+    assert.throws(() => child.service('s', bad({ timeOut: 5 })), misspelt('timeOut', 'context.service()', 'timeout'));
+    await assert.rejects(child.shutdown(bad({ grase: 5 })), misspelt('grase', 'context.shutdown()', 'grace'));
+    assert.throws(
+      () => router.receiver(bad({ highWatermark: 5 })),
+      misspelt('highWatermark', 'new Receiver()', 'highWaterMark'),
+    );
+    assert.throws(
+      () => router.receiver({ highWaterMark: bad({ message: 5 }) }),
+      misspelt('message', 'new Receiver()', 'messages'),
+    );
+    assert.throws(
+      () => new Channel(router, bad({ highwatermark: 5 })),
+      misspelt('highwatermark', 'new Channel()', 'highWaterMark'),
+    );
+    assert.throws(
+      () => router.registerService('s', {}, bad({ concurency: 2 })),
+      misspelt('concurency', 'registerService()', 'concurrency'),
+    );
+    assert.throws(
+      () => new ContextPool(router, bad({ maxContext: 2 })),
+      misspelt('maxContext', 'new ContextPool()', 'maxContexts'),
+    );
+    await assert.rejects(
+      router.pool.acquire({ method: 'local' }, bad({ uniqe: true })),
+      misspelt('uniqe', 'pool.acquire()', 'unique'),
+    );
+    assert.throws(
+      () => router.fleet([], () => 1, bad({ concurrancy: 2 })),
+      misspelt('concurrancy', 'router.fleet()', 'concurrency'),
+    );
+    await assert.rejects(
+      router.listen('/tmp/tendril-options/x.sock', bad({ maxPeer: 2 })),
+      misspelt('maxPeer', 'router.listen()', 'maxPeers'),
+    );
+    await assert.rejects(
+      joinListener('/tmp/tendril-options/x.sock', bad({ connectTimout: 5 })),
+      misspelt('connectTimout', 'joinListener()', 'connectTimeout'),
+    );
+    // A key far from every option gets no guess.
+    assert.throws(
+      () => child.exec('true', bad({ xyzzy: 1 })),
+      (error: unknown) => refused('xyzzy', 'context.exec()')(error) && !/did you mean/.test((error as Error).message),
     );
   });
 

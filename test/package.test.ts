@@ -37,26 +37,52 @@ describe('package', () => {
     }
   });
 
+  test('the runtime exports are the documented values only: classes users construct, error classes, three functions', async () => {
+    // Types (Context, Receiver, Command, Fleet, Listener...) are in etc/tendril.api.md; these are the values.
+    const errors = Object.keys(tendril).filter((name) => name.endsWith('Error'));
+    const others = Object.keys(tendril).filter((name) => !name.endsWith('Error'));
+    assert.deepEqual(others.sort(), [
+      'Channel',
+      'ContextPool',
+      'Router',
+      'Select',
+      'describeTarget',
+      'joinListener',
+      'serviceName',
+    ]);
+    assert.equal(errors.length, 30, errors.join(', '));
+    for (const name of errors) assert.ok((tendril as Record<string, unknown>)[name] instanceof Function, name);
+    assert.deepEqual(Object.keys(await import('tendril/child')).sort(), ['serviceName', 'thisContext']);
+  });
+
   test('every exported declaration and public member has a doc comment', () => {
     const missing: string[] = [];
-    for (const dir of ['core', 'connection', 'master']) {
-      for (const file of readdirSync(join(ROOT, 'dist', dir)).filter((f) => f.endsWith('.d.ts'))) {
-        const lines = read(join('dist', dir, file)).split('\n');
-        let inExported = false;
-        for (let i = 0; i < lines.length; i++) {
-          const line = lines[i] as string;
-          const previous = (lines[i - 1] ?? '').trim();
-          const documented = previous.endsWith('*/') || previous.startsWith('//');
-          if (/^export (declare )?(class|function|const|interface|type|abstract class)\b/.test(line)) {
-            inExported = /\{$/.test(line) && /(class|interface)\b/.test(line);
-            if (!documented) missing.push(`${dir}/${file}: ${line.trim()}`);
-          } else if (/^\}/.test(line)) {
-            inExported = false;
-          } else if (inExported && /^ {4}[A-Za-z[]/.test(line) && !/^ {4}(private|protected)\b/.test(line)) {
-            // Overloads and getter/setter pairs share the first one's comment.
-            const sameAsPrevious = memberName(line) !== undefined && memberName(line) === memberName(lines[i - 1]);
-            if (!documented && !sameAsPrevious) missing.push(`${dir}/${file}: ${line.trim()}`);
-          }
+    // The public entries (index.d.ts, child.d.ts) and the layers whose declarations are all documented.
+    const declarations: [string, string][] = [
+      ['.', 'index.d.ts'],
+      ['.', 'child.d.ts'],
+      ...['core', 'connection', 'master', 'api'].flatMap((dir) =>
+        readdirSync(join(ROOT, 'dist', dir))
+          .filter((f) => f.endsWith('.d.ts'))
+          .map((f): [string, string] => [dir, f]),
+      ),
+    ];
+    for (const [dir, file] of declarations) {
+      const lines = read(join('dist', dir, file)).split('\n');
+      let inExported = false;
+      for (let i = 0; i < lines.length; i++) {
+        const line = lines[i] as string;
+        const previous = (lines[i - 1] ?? '').trim();
+        const documented = previous.endsWith('*/') || previous.startsWith('//');
+        if (/^export (declare )?(class|function|const|interface|type(?= \w)|abstract class)\b/.test(line)) {
+          inExported = /\{$/.test(line) && /(class|interface)\b/.test(line);
+          if (!documented) missing.push(`${dir}/${file}: ${line.trim()}`);
+        } else if (/^\}/.test(line)) {
+          inExported = false;
+        } else if (inExported && /^ {4}[A-Za-z[]/.test(line) && !/^ {4}(private|protected)\b/.test(line)) {
+          // Overloads and getter/setter pairs share the first one's comment.
+          const sameAsPrevious = memberName(line) !== undefined && memberName(line) === memberName(lines[i - 1]);
+          if (!documented && !sameAsPrevious) missing.push(`${dir}/${file}: ${line.trim()}`);
         }
       }
     }

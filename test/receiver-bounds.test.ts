@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ChannelError, type Context, Receiver, Router, type RouterWarning, type Sender } from 'tendril';
-import { encode } from '#dist/internal.js';
+import { ChannelError, type Context, Router, type RouterWarning, type Sender } from 'tendril';
+import { encode, Receiver } from '#dist/internal.js';
 import { heldAfterGc } from './support/heap.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';

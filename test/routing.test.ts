@@ -33,7 +33,7 @@ type Core = typeof import('#dist/core/index.js');
 async function askRaw(probe: Sender<never>, frame: Uint8Array): Promise<unknown> {
   const core = require('tendril:core') as Core;
   const fs = require('node:fs') as typeof import('node:fs');
-  const receiver = new core.Receiver(probe.router);
+  const receiver = new core.Receiver(core.switchOf(probe));
   try {
     const bytes = Buffer.from(frame);
     bytes.writeUInt32BE(receiver.handle, 20);

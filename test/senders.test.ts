@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type Context, DecodeError, type LogRecord, Receiver, Router, Sender } from 'tendril';
-import { SHUTDOWN } from '#dist/internal.js';
+import { type Context, DecodeError, type LogRecord, Router } from 'tendril';
+import { Receiver, Sender, SHUTDOWN } from '#dist/internal.js';
 import { waitFor } from './support/procs.js';
 
 /**
@@ -19,7 +19,7 @@ type Core = typeof import('#dist/core/index.js');
  */
 function aimSender(probe: Sender, contextId: number, handle: number): Sender {
   const core = require('tendril:core') as Core;
-  return new core.Sender(probe.router, contextId, handle);
+  return new core.Sender(core.switchOf(probe), contextId, handle);
 }
 
 /**
@@ -29,7 +29,7 @@ function aimSender(probe: Sender, contextId: number, handle: number): Sender {
  */
 function openGuardedReceiver(probe: Sender): number {
   const core = require('tendril:core') as Core;
-  const receiver = new core.Receiver(probe.router, { policy: core.hasParentAuthority(probe.router) });
+  const receiver = new core.Receiver(core.switchOf(probe), { policy: core.hasParentAuthority(core.switchOf(probe)) });
   (globalThis as { guarded?: unknown }).guarded = receiver;
   return receiver.handle;
 }

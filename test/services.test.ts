@@ -5,7 +5,6 @@ import {
   CallError,
   Channel,
   type Context,
-  contextRouter,
   InvalidOptionError,
   ProtocolError,
   Router,
@@ -15,6 +14,7 @@ import {
   type ServiceOptions,
   TimeoutError,
 } from 'tendril';
+import { thisContext } from 'tendril/child';
 import { CALL_SERVICE_HANDLE, encode, HEADER_SIZE, ITEM_OVERHEAD } from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
 import { heldAfterGc, MiB, mib } from './support/heap.js';
@@ -23,6 +23,7 @@ import { NODE_MAJORS, nodeBinary } from './support/nodes.js';
 import { waitFor } from './support/procs.js';
 
 type Tendril = typeof import('tendril');
+type Child = typeof import('tendril/child');
 
 /** Asserts `promise` rejects with a ServiceError of `code` whose message matches every pattern. */
 async function rejectsService(promise: Promise<unknown>, code: string, ...patterns: RegExp[]): Promise<ServiceError> {
@@ -101,7 +102,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
     const CLOSED = router.registerService('closed', { secret: () => 42 });
     const results = await child.call(
       async (open: string, closed: string) => {
-        const master = (require('tendril') as Tendril).contextRouter().master;
+        const master = (require('tendril/child') as Child).thisContext().master;
         const sum = await master.callService(open, 'add', 1, 2);
         try {
           await master.callService(closed, 'secret');
@@ -164,7 +165,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
       },
     );
     const ask = (name: string) =>
-      (require('tendril') as Tendril).contextRouter().master.callService(name, 'whoami') as Promise<string>;
+      (require('tendril/child') as Child).thisContext().master.callService(name, 'whoami') as Promise<string>;
     assert.equal(await child.call(ask, 'by-name'), 'admitted');
     assert.deepEqual(seen, [{ id: child.id, name: 'trusted', authId: child.id }]);
     await assert.rejects(stranger.call(ask, 'by-name'), (error: unknown) => {
@@ -202,20 +203,20 @@ describe('services in the master', { timeout: 120_000 }, () => {
     const COUNTER = router.registerService('counter', new Named(), { policy: 'any' });
     assert.equal(
       await child.call(
-        (n: string) => (require('tendril') as Tendril).contextRouter().master.callService(n, 'increment', 2),
+        (n: string) => (require('tendril/child') as Child).thisContext().master.callService(n, 'increment', 2),
         COUNTER,
       ),
       2,
     );
     assert.equal(
       await child.call(
-        (n: string) => (require('tendril') as Tendril).contextRouter().master.callService(n, 'name'),
+        (n: string) => (require('tendril/child') as Child).thisContext().master.callService(n, 'name'),
         COUNTER,
       ),
       'named',
     );
     const callMaster = (service: string, method: string) =>
-      (require('tendril') as Tendril).contextRouter().master.callService(service, method);
+      (require('tendril/child') as Child).thisContext().master.callService(service, method);
     for (const method of [
       '__proto__',
       'constructor',
@@ -250,7 +251,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
     );
     assert.equal(
       await child.call(
-        (n: string) => (require('tendril') as Tendril).contextRouter().master.callService(n, 'increment', 1),
+        (n: string) => (require('tendril/child') as Child).thisContext().master.callService(n, 'increment', 1),
         COUNTER,
       ),
       3,
@@ -276,7 +277,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
       },
     );
     const call = (method: string, args: unknown[]) =>
-      (require('tendril') as Tendril).contextRouter().master.callService('checked', method, ...args);
+      (require('tendril/child') as Child).thisContext().master.callService('checked', method, ...args);
     await rejectsService(
       child.call(call, 'square', ['seven']),
       'ERR_TENDRIL_SERVICE_ARGUMENTS',
@@ -311,7 +312,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
     );
     const arrived = countArrivals(router);
     const done = child.call((name: string) => {
-      const master = (require('tendril') as Tendril).contextRouter().master;
+      const master = (require('tendril/child') as Child).thisContext().master;
       return Promise.all(Array.from({ length: 10 }, (_, i) => master.callService(name, 'work', i)));
     }, SLOW);
     await waitFor(() => arrived() === 10);
@@ -341,7 +342,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
     );
     const arrived = countArrivals(router);
     const outcomes = child.call(async () => {
-      const master = (require('tendril') as Tendril).contextRouter().master;
+      const master = (require('tendril/child') as Child).thisContext().master;
       const settled = await Promise.allSettled([0, 1, 2, 3].map((n) => master.callService('busy', 'work', n)));
       return settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as { code: string }).code));
     });
@@ -355,7 +356,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
     const release = gatedTaker(router, 'heavy', { policy: 'any', concurrency: 1, maxQueuedBytes: 1024 * 1024 });
     const arrived = countArrivals(router);
     const outcomes = child.call(async () => {
-      const master = (require('tendril') as Tendril).contextRouter().master;
+      const master = (require('tendril/child') as Child).thisContext().master;
       const chunk = Buffer.alloc(600 * 1024);
       const settled = await Promise.allSettled([0, 1, 2].map(() => master.callService('heavy', 'take', chunk)));
       return settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as { code: string }).code));
@@ -374,7 +375,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
       const release = gatedTaker(small, 'heavy', { policy: 'any', concurrency: 1 });
       const arrived = countArrivals(small);
       const outcomes = caller.call(async () => {
-        const master = (require('tendril') as Tendril).contextRouter().master;
+        const master = (require('tendril/child') as Child).thisContext().master;
         const chunk = Buffer.alloc(300 * 1024);
         const settled = await Promise.allSettled([0, 1, 2, 3, 4].map(() => master.callService('heavy', 'take', chunk)));
         return settled.map((s) =>
@@ -409,7 +410,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
     router.registerService('notifier', notifier, { policy: 'any' });
     try {
       const outcomes = await child.call(async () => {
-        const master = (require('tendril') as Tendril).contextRouter().master;
+        const master = (require('tendril/child') as Child).thisContext().master;
         const settled = await Promise.allSettled(
           ['notify', 'emit', 'removeAllListeners', 'on', 'setMaxListeners'].map((method) =>
             master.callService('notifier', method, 'x'),
@@ -452,18 +453,18 @@ describe('services in the master', { timeout: 120_000 }, () => {
     assert.equal(router.unregisterService('taken'), false);
     router.registerService('taken', { f: () => 3 }, { policy: 'any' });
     assert.equal(
-      await child.call(() => (require('tendril') as Tendril).contextRouter().master.callService('taken', 'f')),
+      await child.call(() => (require('tendril/child') as Child).thisContext().master.callService('taken', 'f')),
       3,
     );
     router.unregisterService('taken');
     await rejectsService(
-      child.call(() => (require('tendril') as Tendril).contextRouter().master.callService('taken', 'f')),
+      child.call(() => (require('tendril/child') as Child).thisContext().master.callService('taken', 'f')),
       'ERR_TENDRIL_SERVICE_UNKNOWN',
     );
   });
 
-  test('contextRouter() in the master says to use the Router', () => {
-    assert.throws(() => contextRouter(), /in the master, call registerService on the Router you created/);
+  test('thisContext() in the master says to use the Router', () => {
+    assert.throws(() => thisContext(), /in the master, call registerService on the Router you created/);
   });
 });
 
@@ -476,7 +477,7 @@ describe('services in a child', { timeout: 120_000 }, () => {
     router = new Router();
     [parent, sibling] = await Promise.all([router.local({ name: 'parent' }), router.local({ name: 'sibling' })]);
     await parent.call(() => {
-      const here = (require('tendril') as Tendril).contextRouter();
+      const here = (require('tendril/child') as Child).thisContext();
       here.registerService('family', { hello: (who: string) => `hello ${who} from ${here.name}` });
       here.registerService('peer', { hello: (who: string) => `hi ${who}` }, { policy: 'any' });
     });
@@ -487,7 +488,9 @@ describe('services in a child', { timeout: 120_000 }, () => {
   test("the master, an ancestor, is admitted by the default policy; the context's own children are not", async () => {
     assert.equal(await parent.callService('family', 'hello', 'master'), 'hello master from parent');
     const refused = await rejectsService(
-      grandchild.call(() => (require('tendril') as Tendril).contextRouter().parent.callService('family', 'hello', 'g')),
+      grandchild.call(() =>
+        (require('tendril/child') as Child).thisContext().parent.callService('family', 'hello', 'g'),
+      ),
       'ERR_TENDRIL_SERVICE_REFUSED',
       new RegExp(
         `service 'family' in context 'parent' refused by policy: it does not admit context 'grandchild' \\(id ${grandchild.id}\\)`,
@@ -499,7 +502,7 @@ describe('services in a child', { timeout: 120_000 }, () => {
 
   test("a grandchild calls its parent's service, and sees its parent and the master", async () => {
     const seen = await grandchild.call(async () => {
-      const here = (require('tendril') as Tendril).contextRouter();
+      const here = (require('tendril/child') as Child).thisContext();
       return {
         id: here.id,
         name: here.name,
@@ -519,8 +522,8 @@ describe('services in a child', { timeout: 120_000 }, () => {
 
   test("a sibling reaches a policy-'any' service through the master, and is refused by a 'parents' one", async () => {
     const call = async (id: number, service: string) => {
-      const core = require('tendril') as Tendril & { contextRuntime(): { router: never } };
-      const here = core.contextRouter();
+      const core = require('tendril:core') as typeof import('#dist/core/index.js');
+      const here = core.thisContext();
       // The sibling's own handle on the other child: messages to it go up to the master, which routes them down.
       const other = new core.Context(core.contextRuntime().router, id, 'parent', 0, here.master.info);
       return other.callService(service, 'hello', here.name);
@@ -538,7 +541,7 @@ describe('services in a child', { timeout: 120_000 }, () => {
     timeout: 30_000,
   }, async () => {
     await parent.call(() => {
-      (require('tendril') as Tendril).contextRouter().registerService(
+      (require('tendril/child') as Child).thisContext().registerService(
         'streamer',
         {
           async count(out: Sender<number>, to: number) {
@@ -558,7 +561,7 @@ describe('services in a child', { timeout: 120_000 }, () => {
     const unread = router.receiver<number>();
     const refused = grandchild.call(async (out: Sender<number>) => {
       try {
-        await (require('tendril') as Tendril).contextRouter().parent.callService('streamer', 'count', out, 3);
+        await (require('tendril/child') as Child).thisContext().parent.callService('streamer', 'count', out, 3);
       } catch (error) {
         return (error as { code: string }).code;
       }
@@ -573,7 +576,7 @@ describe('services in a child', { timeout: 120_000 }, () => {
     timeout: 30_000,
   }, async () => {
     await parent.call(() => {
-      (require('tendril') as Tendril).contextRouter().registerService(
+      (require('tendril/child') as Child).thisContext().registerService(
         'turns',
         {
           async hold(gate: Channel<never, unknown>) {
@@ -616,7 +619,7 @@ describe('services in a child', { timeout: 120_000 }, () => {
 
   test('typed proxies, per-call timeouts, unregistering in a child', async () => {
     const NAME = await parent.call(() =>
-      (require('tendril') as Tendril).contextRouter().registerService('slow', {
+      (require('tendril/child') as Child).thisContext().registerService('slow', {
         never: () => new Promise(() => {}),
         echo: (value: unknown) => value,
       }),
@@ -630,7 +633,7 @@ describe('services in a child', { timeout: 120_000 }, () => {
       (error: unknown) => error instanceof InvalidOptionError && error.option === 'timeout',
     );
     assert.equal(
-      await parent.call(() => (require('tendril') as Tendril).contextRouter().unregisterService('slow')),
+      await parent.call(() => (require('tendril/child') as Child).thisContext().unregisterService('slow')),
       true,
     );
     await rejectsService(slow.echo(1), 'ERR_TENDRIL_SERVICE_UNKNOWN', /context 'parent' offers no service 'slow'/);
@@ -701,7 +704,9 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     assert.deepEqual(answers[9]?.slice(0, 2), [1, 'ServiceError']);
     assert.deepEqual(answers[10], [0, 'fine']);
     assert.equal(
-      await friend.call(() => (require('tendril') as Tendril).contextRouter().master.callService('echo', 'echo', 'ok')),
+      await friend.call(() =>
+        (require('tendril/child') as Child).thisContext().master.callService('echo', 'echo', 'ok'),
+      ),
       'ok',
     );
   });
@@ -721,7 +726,7 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     );
     assert.ok(reported.length < 5000, `${reported.length} warnings for 5000 frames: reported at a bounded rate`);
     assert.equal(
-      await friend.call(() => (require('tendril') as Tendril).contextRouter().master.callService('counted', 'hit')),
+      await friend.call(() => (require('tendril/child') as Child).thisContext().master.callService('counted', 'hit')),
       101,
     );
   });
@@ -735,7 +740,7 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     );
     const arrived = countArrivals(router);
     const flood = hostile.call(async () => {
-      const master = (require('tendril') as Tendril).contextRouter().master;
+      const master = (require('tendril/child') as Child).thisContext().master;
       const settled = await Promise.allSettled(
         Array.from({ length: 2000 }, () => master.callService('bottleneck', 'wait')),
       );
@@ -749,7 +754,7 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     await waitFor(() => arrived() === 2000, 20_000);
     // The master still answers others while the flood waits.
     assert.equal(
-      await friend.call(() => (require('tendril') as Tendril).contextRouter().master.callService('echo', 'echo', 1)),
+      await friend.call(() => (require('tendril/child') as Child).thisContext().master.callService('echo', 'echo', 1)),
       1,
     );
     release.open();
@@ -814,7 +819,7 @@ for (const major of [NODE_MAJORS[0], NODE_MAJORS[NODE_MAJORS.length - 1]]) {
       const child = await router.local({ name: `node${major}`, nodePath });
       router.registerService('master-side', { version: () => process.version }, { policy: 'any' });
       const observed = await child.call(async () => {
-        const here = (require('tendril') as Tendril).contextRouter();
+        const here = (require('tendril/child') as Child).thisContext();
         let running = 0;
         let most = 0;
         here.registerService(
@@ -841,7 +846,7 @@ for (const major of [NODE_MAJORS[0], NODE_MAJORS[NODE_MAJORS.length - 1]]) {
       const grandchild = await router.local({ name: `node${major}-grandchild`, nodePath, via: child });
       assert.equal(
         await grandchild.call(() =>
-          (require('tendril') as Tendril).contextRouter().parent.callService('paced', 'step', 21),
+          (require('tendril/child') as Child).thisContext().parent.callService('paced', 'step', 21),
         ),
         42,
       );

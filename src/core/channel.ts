@@ -1,11 +1,15 @@
 import { type ReceiverReference, SENDER_REFERENCE, setChannelFactory } from './codec.js';
 import { ChannelError, type TendrilError } from './errors.js';
 import { Message } from './message.js';
+import { optionsObject } from './options.js';
 import { Receiver } from './receiver.js';
 import { handled, rejected } from './send-window.js';
 import { ABANDON, CALL_SETTLED, type LeaseHolder, LOCAL_RECEIVER, Sender } from './sender.js';
 import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
 import { type HighWaterMark, highWaterMark } from './window.js';
+
+/** The options a channel takes (`ChannelOptions`). */
+const CHANNEL_OPTIONS = new Set(['highWaterMark']);
 
 /** Options of a Channel. */
 export interface ChannelOptions {
@@ -65,6 +69,7 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
    */
   constructor(router: SwitchLike, options: ChannelOptions = {}) {
     this.router = switchOf(router);
+    if (options !== OTHER_END) optionsObject(options, 'new Channel()', CHANNEL_OPTIONS);
     this.window = highWaterMark(options.highWaterMark, 'new Channel()');
     if (options === OTHER_END) return;
     const receiver = this.open();

@@ -476,7 +476,7 @@ export class Context {
    */
   async shutdown(options: ShutdownOptions = {}): Promise<void> {
     const grace = milliseconds(
-      optionsObject(options, 'context.shutdown()').grace,
+      optionsObject(options, 'context.shutdown()', SHUTDOWN_OPTIONS).grace,
       'grace',
       'context.shutdown()',
       undefined,
@@ -502,17 +502,36 @@ export class Context {
   }
 }
 
+/**
+ * Makes the handle of a context that became reachable: the master's switch
+ * and the listener client are given one by the layer above them, so the
+ * handles they give the program are the public `Context` (with the
+ * toolkit's methods) without the core knowing that class.
+ */
+export type ContextFactory<C extends Context = Context> = (
+  router: SwitchLike,
+  id: number,
+  name: string,
+  parentId: number,
+  info: ContextInfo,
+) => C;
+
 /** The message switch a context handle sends through: for tendril's services, which open Receivers and Channels beside their calls. */
 export function routerOf(context: Context): MessageSwitch {
   return (context as unknown as { router: MessageSwitch }).router;
 }
+
+/** The options of a call (`CallOptions`), of a service call (`ServiceCallOptions`), of `shutdown` (`ShutdownOptions`). */
+const CALL_OPTIONS = new Set(['timeout', 'signal', 'base']);
+const SERVICE_CALL_OPTIONS = new Set(['timeout', 'signal']);
+const SHUTDOWN_OPTIONS = new Set(['grace']);
 
 /**
  * Checks the options of a service call.
  * @throws InvalidOptionError naming the bad option.
  */
 function checkServiceCallOptions(options: ServiceCallOptions, where: string): void {
-  optionsObject(options, where);
+  optionsObject(options, where, SERVICE_CALL_OPTIONS);
   milliseconds(options.timeout, 'timeout', where, undefined);
   abortSignal(options.signal, 'signal', where);
 }
@@ -522,7 +541,7 @@ function checkServiceCallOptions(options: ServiceCallOptions, where: string): vo
  * @throws InvalidOptionError naming the bad option.
  */
 function checkCallOptions(options: CallOptions, where: string): void {
-  optionsObject(options, where);
+  optionsObject(options, where, CALL_OPTIONS);
   milliseconds(options.timeout, 'timeout', where, undefined);
   abortSignal(options.signal, 'signal', where);
   location(options.base, 'base', where);

@@ -6,6 +6,7 @@
 export * from './broker.js';
 export * from './channel.js';
 export * from './child.js';
+export * from './child-entry.js';
 export * from './code-cache.js';
 export * from './codec.js';
 export * from './context.js';

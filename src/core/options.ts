@@ -82,7 +82,8 @@ export function abortSignal(value: unknown, option: string, where: string): Abor
 /**
  * Refuses an option of `given` that is not one of `known`: a misspelt
  * option would else be ignored, and its default used without a word.
- * @throws InvalidOptionError naming the option and listing the known ones.
+ * @throws InvalidOptionError naming the option, the known option it most
+ *   likely meant ("did you mean"), and the known ones.
  */
 export function knownOptions(given: object, known: ReadonlySet<string>, where: string): void {
   for (const key of Object.keys(given)) {
@@ -156,11 +157,16 @@ function editDistance(a: string, b: string): number {
   return (rows[a.length] as number[])[b.length] as number;
 }
 
-/** An object of options (or undefined, read as `{}`). */
-export function optionsObject<T extends object>(value: T | undefined, where: string): T {
+/**
+ * An object of options (or undefined, read as `{}`), with only the keys
+ * of `known` when given (see `knownOptions`).
+ * @throws InvalidOptionError when it is not an object, or has an unknown key.
+ */
+export function optionsObject<T extends object>(value: T | undefined, where: string, known?: ReadonlySet<string>): T {
   if (value === undefined) return {} as T;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InvalidOptionError('options', where, 'an object', value);
   }
+  if (known) knownOptions(value, known, where);
   return value;
 }

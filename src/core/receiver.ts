@@ -1,11 +1,15 @@
 import { ChannelError, type TendrilError, TimeoutError } from './errors.js';
 import type { Message } from './message.js';
+import { optionsObject } from './options.js';
 import { ReceiveWindow } from './receive-window.js';
 import { SENDER_CLOSED } from './send-window.js';
 import { type LeaseHolder, LOCAL_RECEIVER, Sender } from './sender.js';
 import type { Stream } from './stream.js';
-import { deadReason, type MessageSwitch, type Policy, type SwitchLike, switchOf } from './switch.js';
+import { deadReason, type MessageSwitch, type Policy, ROUTER_SWITCH, type SwitchLike, switchOf } from './switch.js';
 import { type HighWaterMark, highWaterMark } from './window.js';
+
+/** The options a receiver takes (`ReceiverOptions`). */
+const RECEIVER_OPTIONS = new Set(['handle', 'policy', 'contextId', 'highWaterMark']);
 
 /** Options of a receiver. */
 export interface ReceiverOptions {
@@ -74,8 +78,8 @@ interface Waiter {
 export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   /** The handle this receiver listens on. */
   readonly handle: number;
-  /** The router it is registered with. */
-  readonly router: MessageSwitch;
+  /** The message switch of the context it is registered with: internal, reached with `switchOf()`. */
+  readonly [ROUTER_SWITCH]: MessageSwitch;
   /** The window each sending context keeps to, with all its Senders of this receiver together. */
   readonly highWaterMark: Readonly<HighWaterMark>;
   private readonly queue: Message[] = [];
@@ -100,7 +104,8 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
    */
   constructor(router: SwitchLike, options: ReceiverOptions = {}) {
     const core = switchOf(router);
-    this.router = core;
+    this[ROUTER_SWITCH] = core;
+    optionsObject(options, 'new Receiver()', RECEIVER_OPTIONS);
     this.highWaterMark = highWaterMark(options.highWaterMark, 'new Receiver()');
     const { contextId, policy } = options;
     const fromPeer: Policy | undefined =
@@ -144,7 +149,9 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
    * window. Pass it to calls (it travels), or send with it here.
    */
   toSender(): Sender<T> {
-    const sender = new Sender<T>(this.router, this.router.id, this.handle, { highWaterMark: this.highWaterMark });
+    const sender = new Sender<T>(this[ROUTER_SWITCH], this[ROUTER_SWITCH].id, this.handle, {
+      highWaterMark: this.highWaterMark,
+    });
     sender[LOCAL_RECEIVER] = this;
     return sender;
   }
@@ -169,7 +176,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   unlease(contextId: number): void {
     if (!this.release(contextId)) return;
     this.lost ??= new ChannelError(
-      this.router.nameOf(contextId),
+      this[ROUTER_SWITCH].nameOf(contextId),
       contextId,
       'a call carrying a Sender of this receiver did not reach it',
     );
@@ -199,14 +206,14 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
       return Promise.resolve(queued);
     }
     if (this.closedWith) return Promise.reject(this.closedWith);
-    this.router.hold();
+    this[ROUTER_SWITCH].hold();
     return new Promise<Message>((resolve, reject) => {
       const waiter: Waiter = { resolve, reject, timer: undefined };
       if (timeout !== undefined) {
         waiter.timer = setTimeout(() => {
           this.waiters.splice(this.waiters.indexOf(waiter), 1);
-          this.router.release();
-          reject(new TimeoutError(`receive on handle ${this.handle}`, this.router.name, timeout));
+          this[ROUTER_SWITCH].release();
+          reject(new TimeoutError(`receive on handle ${this.handle}`, this[ROUTER_SWITCH].name, timeout));
         }, timeout);
       }
       this.waiters.push(waiter);
@@ -218,7 +225,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
    * @throws as `getMessage`.
    */
   async get(timeout?: number): Promise<T> {
-    return (await this.getMessage(timeout)).unpack(this.router) as T;
+    return (await this.getMessage(timeout)).unpack(this[ROUTER_SWITCH]) as T;
   }
 
   /**
@@ -264,10 +271,19 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
 
   private stopReceiving(dropQueued: boolean): void {
     this.closedByUser = true;
-    this.router.removeHandler(this.handle);
+    this[ROUTER_SWITCH].removeHandler(this.handle);
     if (dropQueued) this.queue.length = 0;
-    this.window.closeAll(`receiver on handle ${this.handle} in context '${this.router.name}' was closed`, dropQueued);
-    this.finish(new ChannelError(this.router.name, this.router.id, `receiver on handle ${this.handle} was closed`));
+    this.window.closeAll(
+      `receiver on handle ${this.handle} in context '${this[ROUTER_SWITCH].name}' was closed`,
+      dropQueued,
+    );
+    this.finish(
+      new ChannelError(
+        this[ROUTER_SWITCH].name,
+        this[ROUTER_SWITCH].id,
+        `receiver on handle ${this.handle} was closed`,
+      ),
+    );
   }
 
   /** Yields values until the receiver is closed by its sender or by `close()`. */
@@ -280,7 +296,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
         if (error instanceof ChannelError && (error.reason === SENDER_CLOSED || this.closedByUser)) return;
         throw error;
       }
-      yield message.unpack(this.router) as T;
+      yield message.unpack(this[ROUTER_SWITCH]) as T;
     }
   }
 
@@ -291,15 +307,15 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
     }
     const refused = this.window.admit(message);
     if (refused) {
-      this.router.deadReply(message, refused.reason, stream);
+      this[ROUTER_SWITCH].deadReply(message, refused.reason, stream);
       if (refused.senderRefused) this.onSenderRefused(message.src, refused.reason);
       return;
     }
-    if (message.src !== this.router.id) this.watchDisconnects();
+    if (message.src !== this[ROUTER_SWITCH].id) this.watchDisconnects();
     const waiter = this.waiters.shift();
     if (waiter) {
       if (waiter.timer) clearTimeout(waiter.timer);
-      this.router.release();
+      this[ROUTER_SWITCH].release();
       this.window.consumed(message);
       waiter.resolve(message);
     } else {
@@ -316,7 +332,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
    */
   private onSenderClosed(message: Message): void {
     if (!this.window.closed(message)) return;
-    const error = new ChannelError(this.router.nameOf(message.src), message.src, deadReason(message));
+    const error = new ChannelError(this[ROUTER_SWITCH].nameOf(message.src), message.src, deadReason(message));
     if (this.leaseCount > 0) {
       if (!this.release(message.src) || this.leaseCount > 0) return;
     }
@@ -332,7 +348,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
    */
   private onSenderRefused(src: number, reason: string): void {
     if (!this.release(src)) return;
-    this.lost ??= new ChannelError(this.router.nameOf(src), src, `values it sent were refused: ${reason}`);
+    this.lost ??= new ChannelError(this[ROUTER_SWITCH].nameOf(src), src, `values it sent were refused: ${reason}`);
     if (this.leaseCount === 0) this.end(this.lost);
   }
 
@@ -342,7 +358,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
     const sending = this.window.forgetContext(contextId);
     if (leased === 0 && !sending) return;
     this.lost ??= new ChannelError(
-      this.router.nameOf(contextId),
+      this[ROUTER_SWITCH].nameOf(contextId),
       contextId,
       `it went away before closing its Sender: ${reason}`,
     );
@@ -356,11 +372,11 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   private watchDisconnects(): void {
     if (this.watchingDisconnects || this.closedWith) return;
     this.watchingDisconnects = true;
-    this.router.on('disconnect', this.onDisconnect);
+    this[ROUTER_SWITCH].on('disconnect', this.onDisconnect);
   }
 
   private end(error: TendrilError): void {
-    this.router.removeHandler(this.handle);
+    this[ROUTER_SWITCH].removeHandler(this.handle);
     this.window.forgetAll();
     this.finish(error);
   }
@@ -368,11 +384,11 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   private finish(error: TendrilError): void {
     if (this.closedWith) return;
     this.closedWith = error;
-    if (this.watchingDisconnects) this.router.off('disconnect', this.onDisconnect);
+    if (this.watchingDisconnects) this[ROUTER_SWITCH].off('disconnect', this.onDisconnect);
     for (const watcher of this.closeWatchers.splice(0)) watcher(error);
     for (const waiter of this.waiters.splice(0)) {
       if (waiter.timer) clearTimeout(waiter.timer);
-      this.router.release();
+      this[ROUTER_SWITCH].release();
       waiter.reject(error);
     }
     this.notify();

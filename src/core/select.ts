@@ -1,5 +1,6 @@
 import { ChannelError, TimeoutError } from './errors.js';
 import type { Receiver } from './receiver.js';
+import { switchOf } from './switch.js';
 
 /** A value read through a `Select`, with the receiver it came from. */
 export interface Selected<T> {
@@ -38,7 +39,7 @@ export class Select<T = unknown> implements AsyncIterable<Selected<T>> {
   add(receiver: Receiver<T>): void {
     if (this.receivers.indexOf(receiver) !== -1) {
       throw new TypeError(
-        `the receiver on handle ${receiver.handle} of context '${receiver.router.name}' is already in this Select; add each receiver once`,
+        `the receiver on handle ${receiver.handle} of context '${switchOf(receiver).name}' is already in this Select; add each receiver once`,
       );
     }
     this.receivers.push(receiver);
@@ -79,7 +80,8 @@ export class Select<T = unknown> implements AsyncIterable<Selected<T>> {
       if (this.receivers.length === 0) throw new ChannelError('select', -1, 'every receiver in the select has closed');
       const left = deadline === undefined ? undefined : deadline - Date.now();
       if ((left !== undefined && left <= 0) || !(await this.anyReady(left))) {
-        const where = this.receivers[0]?.router.name ?? 'select';
+        const first = this.receivers[0];
+        const where = first ? switchOf(first).name : 'select';
         throw new TimeoutError(`waiting on a select of ${this.receivers.length} receivers`, where, timeout as number);
       }
     }
@@ -115,7 +117,7 @@ export class Select<T = unknown> implements AsyncIterable<Selected<T>> {
    * loop alive meanwhile. Resolves false when `timeout` ms pass first.
    */
   private anyReady(timeout: number | undefined): Promise<boolean> {
-    const routers = new Set(this.receivers.map((receiver) => receiver.router));
+    const routers = new Set(this.receivers.map((receiver) => switchOf(receiver)));
     for (const router of routers) router.hold();
     let cancels: (() => void)[] = [];
     let timer: ReturnType<typeof setTimeout> | undefined;

@@ -1,7 +1,7 @@
 import { encode, type ReceiverReference, SENDER_REFERENCE, setSenderFactory } from './codec.js';
 import { MessageTooLargeError, type TendrilError } from './errors.js';
 import { SendWindow } from './send-window.js';
-import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
+import { type MessageSwitch, ROUTER_SWITCH, type SwitchLike, switchOf } from './switch.js';
 import { DEFAULT_HIGH_WATER_MARK, type HighWaterMark, highWaterMark } from './window.js';
 
 /**
@@ -85,8 +85,8 @@ export interface SenderOptions {
  * ```
  */
 export class Sender<T = unknown> {
-  /** The router of the context sending. */
-  readonly router: MessageSwitch;
+  /** The message switch of the context sending: internal, reached with `switchOf()`. */
+  readonly [ROUTER_SWITCH]: MessageSwitch;
   /** The context the receiver lives in. */
   readonly contextId: number;
   /** The receiver's handle in that context. */
@@ -112,7 +112,7 @@ export class Sender<T = unknown> {
    */
   constructor(router: SwitchLike, contextId: number, handle: number, options: SenderOptions = {}) {
     const core = switchOf(router);
-    this.router = core;
+    this[ROUTER_SWITCH] = core;
     this.contextId = contextId;
     this.handle = handle;
     const { authority } = options;
@@ -150,11 +150,11 @@ export class Sender<T = unknown> {
    */
   send(value: T): Promise<void> {
     const data = encode(value);
-    if (data.length > this.router.maxMessageSize) {
+    if (data.length > this[ROUTER_SWITCH].maxMessageSize) {
       throw new MessageTooLargeError(
         data.length,
-        this.router.maxMessageSize,
-        `a value sent to handle ${this.handle} of context '${this.router.nameOf(this.contextId)}'`,
+        this[ROUTER_SWITCH].maxMessageSize,
+        `a value sent to handle ${this.handle} of context '${this[ROUTER_SWITCH].nameOf(this.contextId)}'`,
       );
     }
     return this.window().send(data);
@@ -190,7 +190,13 @@ export class Sender<T = unknown> {
 
   private window(): SendWindow {
     if (!this.sendWindow) {
-      this.sendWindow = new SendWindow(this.router, this.contextId, this.handle, this.authority, this.highWaterMark);
+      this.sendWindow = new SendWindow(
+        this[ROUTER_SWITCH],
+        this.contextId,
+        this.handle,
+        this.authority,
+        this.highWaterMark,
+      );
     }
     return this.sendWindow;
   }

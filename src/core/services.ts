@@ -1,11 +1,12 @@
 /**
  * What every context knows of services: the types that make
  * `context.callService()` typed from the implementation, the identity of a
- * caller, and `contextRouter()`, through which code running in a child
- * registers services of its own. The registry itself (policies, queues) is
+ * caller, and `thisContext()` (the `tendril/child` entry), through which
+ * code running in a child registers services of its own. The registry itself (policies, queues) is
  * in src/toolkit/services/, loaded in a child from `tendril:toolkit` on
  * its first registration, so the core stays small.
  */
+import { NOT_IN_A_CHILD } from './child-entry.js';
 import { Context, type ContextInfo } from './context.js';
 import type { Message } from './message.js';
 import type { ServiceRequest } from './protocol/call-service.js';
@@ -85,17 +86,6 @@ export type RemoteService<S> = unknown extends S
         : never;
     };
 
-/**
- * Makes a typed service name from a string, for a caller that does not
- * hold what `registerService` returned (the service is registered in
- * another program or module): `serviceName<typeof import('./math.js').math>('math')`.
- * Nothing is checked at run time: the type is the caller's promise.
- * @param name the name the service was registered under.
- */
-export function serviceName<S>(name: string): ServiceName<S> {
-  return name as ServiceName<S>;
-}
-
 /** The context that called a service, as its policy sees it. */
 export interface ServiceCaller {
   /** The calling context's ID (the message's source). */
@@ -161,7 +151,7 @@ export interface ServiceOptions<S = unknown> {
  */
 export type ServiceDispatcher = (request: ServiceRequest, message: Message) => unknown;
 
-/** The services registry of a context, as `contextRouter()` uses it. */
+/** The services registry of a context, as `thisContext()` uses it. */
 export interface ServiceRegistryApi {
   /** Registers `implementation` under `name`. */
   register<S extends object>(name: string, implementation: S, options?: ServiceOptions<S>): ServiceName<S>;
@@ -176,10 +166,11 @@ export interface ServicesModule {
 }
 
 /**
- * The context this code runs in, for code running in a child: its identity,
- * handles on its parent and on the master, and its own services.
+ * The context this code runs in, for code running in a child (what
+ * `thisContext()` of `tendril/child` returns): its identity, handles on its
+ * parent and on the master, and its own services.
  */
-export interface ContextRouter {
+export interface ThisContext {
   /** This context's ID. */
   readonly id: number;
   /** This context's name. */
@@ -211,25 +202,23 @@ export function setServicesLoader(load: () => ServicesModule): void {
   loadServices = load;
 }
 
-let facade: ContextRouter | undefined;
+let facade: ThisContext | undefined;
 
 /**
  * The context this code runs in, when it runs in a child: shipped
  * functions and modules forwarded there get it with
- * `require('tendril').contextRouter()` (or `import { contextRouter } from
- * 'tendril'`), to offer services to their own children or call their
+ * `require('tendril/child').thisContext()` (or `import { thisContext } from
+ * 'tendril/child'`), to offer services to their own children or call their
  * parent's.
  * @throws Error in the master: there, call `registerService` on the Router you created.
  */
-export function contextRouter(): ContextRouter {
+export function thisContext(): ThisContext {
   if (facade) return facade;
   let runtime: ReturnType<typeof contextRuntime>;
   try {
     runtime = contextRuntime();
   } catch {
-    throw new Error(
-      'contextRouter() is for code running in a child context; in the master, call registerService on the Router you created',
-    );
+    throw new Error(NOT_IN_A_CHILD);
   }
   const { router } = runtime;
   const registry = (): ServiceRegistryApi => {

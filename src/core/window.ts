@@ -1,5 +1,8 @@
 import { integer, optionsObject } from './options.js';
 
+/** The fields of a `highWaterMark` option. */
+const HIGH_WATER_MARK_FIELDS = new Set(['messages', 'bytes']);
+
 /**
  * How much a Receiver queues from each sending context, and so how far
  * ahead of it the Senders of one context may run, all together: they wait
@@ -28,7 +31,7 @@ const MAX_WINDOW = 0xffffffff;
  * @throws InvalidOptionError naming the field and where it was passed.
  */
 export function highWaterMark(value: Partial<HighWaterMark> | undefined, where: string): HighWaterMark {
-  const options = optionsObject(value, where);
+  const options = optionsObject(value, where, HIGH_WATER_MARK_FIELDS);
   return {
     messages: integer(
       options.messages,

@@ -6,7 +6,7 @@ import type { ConnectionMethod } from '../connection/method.js';
 import { checkMethodOptions } from '../connection/method-options.js';
 import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
 import { codeCacheForChildren } from '../core/code-cache.js';
-import { Context } from '../core/context.js';
+import { Context, type ContextFactory } from '../core/context.js';
 import { ChannelError, describeError, InvalidOptionError, ProtocolError, TimeoutError } from '../core/errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
 import { DEFAULT_MAX_HELD_BYTES } from '../core/holdings.js';
@@ -130,7 +130,7 @@ export interface ViaOption {
  * shipped functions, receiving log lines). Programs use it through the
  * `Router` facade, which shows only the public part.
  */
-export class MasterSwitch extends MessageSwitch {
+export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
   /** Owner of the child processes this router started directly. */
   readonly broker: Broker;
   private readonly ids: IdAllocator;
@@ -140,14 +140,17 @@ export class MasterSwitch extends MessageSwitch {
   private readonly responder: ModuleResponder;
   private readonly preparer = callPreparer();
   /** Contexts started from here, by ID, until they leave the tree (for listener peers: `worker.contexts()`). */
-  private readonly started = new Map<number, Context>();
+  private readonly started = new Map<number, C>();
+  /** Makes the handles `connect()` resolves with (the public `Context`, given by the `Router` facade). */
+  private readonly makeContext: ContextFactory<C>;
   private readonly base: string | undefined;
 
   /**
    * @throws InvalidOptionError when an option has the wrong type or is out of range.
+   * @param makeContext makes the handle of each context started from here.
    * @throws Error when tendril's bootstrap files are missing (the package was not built).
    */
-  constructor(options: RouterOptions = {}) {
+  constructor(options: RouterOptions = {}, makeContext: ContextFactory<C> = (...args) => new Context(...args) as C) {
     const where = 'new Router()';
     options = optionsObject(options, where);
     knownOptions(options, ROUTER_OPTIONS, where);
@@ -183,6 +186,7 @@ export class MasterSwitch extends MessageSwitch {
       );
     }
     super({ id: 0, name, parentIds: [], maxMessageSize, maxHeldBytes });
+    this.makeContext = makeContext;
     const assets = bootstrapAssets();
     this.broker = new Broker(this, grace);
     this.ids = new IdAllocator(this);
@@ -220,7 +224,7 @@ export class MasterSwitch extends MessageSwitch {
    * runs in that context and must be one of tendril's own (by name).
    * @throws as `local`; Error when the router has been shut down.
    */
-  async connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): Promise<Context> {
+  async connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): Promise<C> {
     if (this.closing) throw new Error(`router '${this.name}' has been shut down; create a new Router`);
     checkConnectOptions(method, options);
     const { via, ...rest } = options;
@@ -229,7 +233,7 @@ export class MasterSwitch extends MessageSwitch {
     if (via === undefined) {
       const info = await bootstrap(this.runtime, method, rest as unknown as O);
       await this.refuseIfClosing(info.id);
-      return this.keep(new Context(this, info.id, info.name, this.id, info));
+      return this.keep(this.makeContext(this, info.id, info.name, this.id, info));
     }
     if ((await ownMethod(method.name)) !== method) {
       throw new TypeError(
@@ -267,22 +271,22 @@ export class MasterSwitch extends MessageSwitch {
       );
     }
     await this.refuseIfClosing(info.id);
-    return this.keep(new Context(this, info.id, info.name, via.id, info));
+    return this.keep(this.makeContext(this, info.id, info.name, via.id, info));
   }
 
   /** Records a context this master started, until it leaves the tree. */
-  private keep(context: Context): Context {
+  private keep(context: C): C {
     if (this.hasRoute(context.id)) this.started.set(context.id, context);
     return context;
   }
 
   /** The contexts this master started (directly or via another) that are still in the tree. */
-  startedContexts(): Context[] {
+  startedContexts(): C[] {
     return [...this.started.values()];
   }
 
   /** The context this master started with ID `id`, while it is in the tree. */
-  startedContext(id: number): Context | undefined {
+  startedContext(id: number): C | undefined {
     return this.started.get(id);
   }
 

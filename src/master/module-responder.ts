@@ -251,7 +251,8 @@ export class ModuleResponder {
   }
 
   private preset(spec: string): Target | undefined {
-    if (spec === CORE_MODULE_ID || spec === 'tendril') return { core: true };
+    // In a child, tendril and its `tendril/child` entry are the core already running there.
+    if (spec === CORE_MODULE_ID || spec === 'tendril' || spec === 'tendril/child') return { core: true };
     const layer = this.layers.get(spec);
     return layer === undefined ? undefined : { path: layer };
   }

@@ -1,26 +1,31 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { EventEmitter } from 'eventemitter3';
-import { Context } from '../core/context.js';
+import { serviceName } from '../core/child-entry.js';
 import { ChannelError, TimeoutError } from '../core/errors.js';
 import { logger } from '../core/log.js';
 import { MAX_TIMER, milliseconds, optionsObject, STOP_GRACE } from '../core/options.js';
 import { Receiver, type ReceiverOptions } from '../core/receiver.js';
-import { type ServiceName, type ServiceOptions, serviceName } from '../core/services.js';
+import type { ServiceName, ServiceOptions } from '../core/services.js';
 import { Stream } from '../core/stream.js';
 import { MessageSwitch, type PreparedCall, ROUTER_SWITCH, type RouterWarning } from '../core/switch.js';
 import { callPreparer } from '../master/prepare-call.js';
-import { MAX_VIA_DEPTH, type PoolTarget } from '../toolkit/pool/index.js';
+import { Context } from '../toolkit/context.js';
+import { ACQUIRE_OPTIONS } from '../toolkit/pool/pool.js';
+import { MAX_VIA_DEPTH, type PoolTarget } from '../toolkit/pool/target.js';
 import { serviceRegistry } from '../toolkit/services/registry.js';
 import { ListenerError } from './errors.js';
 import { HELLO_VERSION, helloMessage, isPeerName, readWelcome, type Welcome } from './hello.js';
 import { type PeerCredentials, peerCredentials, userIds } from './peer-credentials.js';
 import { type AcquiredRecord, type ContextRecord, type PeerApi, peerServiceName } from './peer-service.js';
 
+/** The options `joinListener()` takes (`JoinListenerOptions`). */
+const JOIN_OPTIONS = new Set(['name', 'connectTimeout', 'allowUids']);
+
 const debug = logger('listener');
 
-/** Options of `connect()`. */
-export interface ConnectOptions {
+/** Options of `joinListener()`. */
+export interface JoinListenerOptions {
   /** Name to have in the master's tree (made unique there). Default `'worker:<pid>'`. */
   name?: string;
   /** Milliseconds to wait for the master's welcome. Default 10000. */
@@ -34,12 +39,12 @@ export interface ConnectOptions {
 }
 
 /** A target as a joined process names it: a `via` is a target or a `Context` of the master's tree. */
-export type WorkerTarget = DistributiveOmit<PoolTarget, 'via'> & { via?: WorkerTarget | Context };
+export type ListenerClientTarget = DistributiveOmit<PoolTarget, 'via'> & { via?: ListenerClientTarget | Context };
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
-/** Options of `worker.acquire()`. */
-export interface WorkerAcquireOptions {
+/** Options of `client.acquire()`. */
+export interface ListenerClientAcquireOptions {
   /** A context for this lease alone, closed when it is released. */
   unique?: boolean;
   /** Milliseconds to wait (for room in the pool and for connecting) before rejecting with `TimeoutError`. */
@@ -49,7 +54,7 @@ export interface WorkerAcquireOptions {
 }
 
 /** A context held from the master's pool by a joined process, until `release()`. */
-export interface WorkerLease {
+export interface ListenerClientLease {
   /** The context, for calls from this process. */
   readonly context: Context;
   /** The target's key in the master's pool. */
@@ -58,12 +63,12 @@ export interface WorkerLease {
   readonly label: string;
   /** Gives the context back to the master's pool (it stays open there). Idempotent. */
   release(): void;
-  /** `using lease = await worker.acquire(...)` releases it at the end of the scope. */
+  /** `using lease = await client.acquire(...)` releases it at the end of the scope. */
   [Symbol.dispose](): void;
 }
 
-/** Events of a `WorkerRouter`. */
-export interface WorkerRouterEvents {
+/** Events of a `ListenerClient`. */
+export interface ListenerClientEvents {
   /** The connection to the master closed (closed here, by the master, or the master died). */
   disconnect: [reason: string];
   /** A message was refused or dropped here. */
@@ -92,12 +97,12 @@ class PeerSwitch extends MessageSwitch {
 
 /**
  * This process's place in a master's tree, joined through the master's
- * UNIX listener with `connect(path)`: a context ID of its own, and calls
+ * UNIX listener with `joinListener(path)`: a context ID of its own, and calls
  * to the contexts the master holds and to the master's services, acting
  * with the master's authority. Close it when done.
  */
-export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
-  /** The master, for its services: `worker.master.callService(...)`. */
+export class ListenerClient extends EventEmitter<ListenerClientEvents> {
+  /** The master, for its services: `client.master.callService(...)`. */
   readonly master: Context;
   readonly #core: PeerSwitch;
   readonly #stream: Stream;
@@ -107,7 +112,7 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
   #tokens = 1;
   #closed: string | undefined;
 
-  /** Made by `connect()`. */
+  /** Made by `joinListener()`. */
   private constructor(core: PeerSwitch, stream: Stream, welcome: Welcome) {
     super();
     this.#core = core;
@@ -124,7 +129,7 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
   }
 
   /** @internal Builds the router once the master has welcomed this process. */
-  static create(stream: Stream, welcome: Welcome): WorkerRouter {
+  static create(stream: Stream, welcome: Welcome): ListenerClient {
     const core = new PeerSwitch({
       id: welcome.id,
       name: welcome.name,
@@ -134,7 +139,7 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
     core.setName(0, welcome.masterName);
     core.setParentStream(stream);
     stream.unref();
-    return new WorkerRouter(core, stream, welcome);
+    return new ListenerClient(core, stream, welcome);
   }
 
   /** This process's context ID in the master's tree. */
@@ -168,7 +173,7 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
    * joined to the master shares it, over the master's one connection.
    *
    * ```ts
-   * const lease = await worker.acquire({ method: 'ssh', hostname: 'web1' });
+   * const lease = await client.acquire({ method: 'ssh', hostname: 'web1' });
    * await lease.context.call(() => process.pid);
    * lease.release();
    * ```
@@ -178,12 +183,15 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
    * @param options `unique` (a context of its own), `timeout` (ms, waiting
    *   and connecting included), `signal` (stops waiting; a context acquired
    *   meanwhile is given back).
-   * @returns a `WorkerLease`; leases still held when this process leaves are released by the master.
+   * @returns a `ListenerClientLease`; leases still held when this process leaves are released by the master.
    * @throws the pool's errors (`PoolError` naming the target, the connection method's errors), as their own classes.
    * @throws ChannelError when the connection to the master closes.
    */
-  async acquire(target: WorkerTarget, options: WorkerAcquireOptions = {}): Promise<WorkerLease> {
-    optionsObject(options, 'worker.acquire()');
+  async acquire(
+    target: ListenerClientTarget,
+    options: ListenerClientAcquireOptions = {},
+  ): Promise<ListenerClientLease> {
+    optionsObject(options, 'client.acquire()', ACQUIRE_OPTIONS);
     const token = this.#tokens++;
     const wire: { unique?: boolean; timeout?: number } = {};
     if (options.unique !== undefined) wire.unique = options.unique;
@@ -254,12 +262,12 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
    */
   async close(): Promise<void> {
     if (this.#closed === undefined) {
-      this.#closed = 'it was closed (worker.close())';
+      this.#closed = 'it was closed (client.close())';
       this.#stream.close(this.#closed);
     }
   }
 
-  /** `await using worker = await connect(path)` closes it at the end of the scope. */
+  /** `await using client = await joinListener(path)` closes it at the end of the scope. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
@@ -275,8 +283,8 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
  * there), from another process of the same user on this machine.
  *
  * ```ts
- * const worker = await connect('/run/user/1000/deploy/tendril.sock');
- * const web = await worker.acquire({ method: 'ssh', hostname: 'web1' });
+ * const client = await joinListener('/run/user/1000/deploy/tendril.sock');
+ * const web = await client.acquire({ method: 'ssh', hostname: 'web1' });
  * ```
  *
  * @throws ListenerError `ERR_TENDRIL_LISTENER_UNREACHABLE` when nothing
@@ -287,9 +295,9 @@ export class WorkerRouter extends EventEmitter<WorkerRouterEvents> {
  *   it, `ERR_TENDRIL_LISTENER` when the handshake failed or timed out.
  * @throws InvalidOptionError for a bad option.
  */
-export async function connect(path: string, options: ConnectOptions = {}): Promise<WorkerRouter> {
-  const where = 'connect()';
-  optionsObject(options, where);
+export async function joinListener(path: string, options: JoinListenerOptions = {}): Promise<ListenerClient> {
+  const where = 'joinListener()';
+  optionsObject(options, where, JOIN_OPTIONS);
   const timeout = milliseconds(options.connectTimeout, 'connectTimeout', where, 10_000, 1);
   const allowUids = userIds(options.allowUids, where);
   if (options.name !== undefined && !isPeerName(options.name)) {
@@ -335,7 +343,7 @@ export async function connect(path: string, options: ConnectOptions = {}): Promi
   });
   stream.setMaxMessageSize(welcome.maxMessageSize);
   debug('joined %s at %s as %s (id %d)', welcome.masterName, absolute, welcome.name, welcome.id);
-  return WorkerRouter.create(stream, welcome);
+  return ListenerClient.create(stream, welcome);
 }
 
 /**
@@ -396,7 +404,7 @@ function open(path: string): Promise<Socket> {
  * The target as it travels: each `via` that is a Context becomes its ID.
  * @throws TypeError for a chain deeper than the pool allows.
  */
-function onWire(target: WorkerTarget, depth: number): unknown {
+function onWire(target: ListenerClientTarget, depth: number): unknown {
   if (target === null || typeof target !== 'object') return target;
   if (depth > MAX_VIA_DEPTH) throw new TypeError(`a via chain may have at most ${MAX_VIA_DEPTH} hops`);
   const { via } = target;

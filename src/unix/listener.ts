@@ -6,14 +6,17 @@ import { encodeFrame } from '../core/framing.js';
 import { logger } from '../core/log.js';
 import { integer, milliseconds, optionsObject } from '../core/options.js';
 import { Stream } from '../core/stream.js';
-import { ROUTER_SWITCH } from '../core/switch.js';
 import type { MasterSwitch } from '../master/master-switch.js';
-import type { Router } from '../master/router.js';
+import type { Context } from '../toolkit/context.js';
+import type { ContextPool } from '../toolkit/pool/pool.js';
 import { ListenerError } from './errors.js';
 import { readHello, refusalMessage, welcomeMessage } from './hello.js';
 import { checkPeerCredentials, type PeerCredentials, peerCredentials, userIds } from './peer-credentials.js';
 import { offerPeerService } from './peer-service.js';
 import { prepareSocketPath } from './socket-path.js';
+
+/** The options `router.listen()` takes (`ListenOptions`). */
+const LISTEN_OPTIONS = new Set(['allowUids', 'maxPeers', 'helloTimeout']);
 
 const debug = logger('listener');
 
@@ -64,8 +67,9 @@ export interface ListenerEvents {
 export class Listener extends EventEmitter<ListenerEvents> {
   /** The socket's absolute path. */
   readonly path: string;
-  private readonly router: Router;
-  private readonly core: MasterSwitch;
+  /** The master's pool, made on first use: what joined processes acquire from. */
+  private readonly pool: () => ContextPool;
+  private readonly core: MasterSwitch<Context>;
   private readonly server: Server;
   private readonly allowUids: ReadonlySet<number>;
   private readonly maxPeers: number;
@@ -76,10 +80,16 @@ export class Listener extends EventEmitter<ListenerEvents> {
   private closing: Promise<void> | undefined;
   private unregister: () => void = () => {};
 
-  private constructor(router: Router, path: string, server: Server, options: Required<ListenOptions>) {
+  private constructor(
+    core: MasterSwitch<Context>,
+    pool: () => ContextPool,
+    path: string,
+    server: Server,
+    options: Required<ListenOptions>,
+  ) {
     super();
-    this.router = router;
-    this.core = router[ROUTER_SWITCH] as MasterSwitch;
+    this.pool = pool;
+    this.core = core;
     this.path = path;
     this.server = server;
     this.allowUids = new Set(options.allowUids);
@@ -97,14 +107,18 @@ export class Listener extends EventEmitter<ListenerEvents> {
   }
 
   /**
-   * Listens on `path` for `core`'s tree (see `Router.listen`).
+   * @internal Listens on `path` for `core`'s tree (see `Router.listen`); `pool` gives the master's pool.
    * @throws ListenerError as `prepareSocketPath`, or when listening fails.
    * @throws InvalidOptionError for a bad option.
    */
-  static async open(router: Router, path: string, options: ListenOptions = {}): Promise<Listener> {
+  static async open(
+    core: MasterSwitch<Context>,
+    pool: () => ContextPool,
+    path: string,
+    options: ListenOptions = {},
+  ): Promise<Listener> {
     const where = 'router.listen()';
-    const core = router[ROUTER_SWITCH] as MasterSwitch;
-    optionsObject(options, where);
+    optionsObject(options, where, LISTEN_OPTIONS);
     if (typeof path !== 'string' || path === '') {
       throw new ListenerError(String(path), `${where} needs the socket's path, a non-empty string`);
     }
@@ -135,7 +149,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
     });
     // The directory already admits only this user; the mode says so again.
     await fs.chmod(absolute, 0o600);
-    const listener = new Listener(router, absolute, server, checked);
+    const listener = new Listener(core, pool, absolute, server, checked);
     listener.unregister = core.broker.addCleanup(() => listener.close());
     debug('%s: listening on %s', core.name, absolute);
     return listener;
@@ -246,7 +260,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
       stream.authority = this.core.id;
       this.core.addChildStream(stream, id, name);
       this.joined.set(stream, peer);
-      const withdraw = offerPeerService(this.router, this.core, id);
+      const withdraw = offerPeerService(this.pool, this.core, id);
       stream.on('close', (reason) => {
         withdraw();
         this.joined.delete(stream);

@@ -4,11 +4,11 @@
  * a service of its own (named for its ID, admitting it alone), so every
  * lease it takes is tied to it and released when it leaves.
  */
-import type { Context, ContextInfo } from '../core/context.js';
+import type { ContextInfo } from '../core/context.js';
 import type { MasterSwitch } from '../master/master-switch.js';
-import type { Router } from '../master/router.js';
-import type { PoolLease, PoolTarget } from '../toolkit/pool/index.js';
-import { MAX_VIA_DEPTH } from '../toolkit/pool/index.js';
+import type { Context } from '../toolkit/context.js';
+import type { ContextPool, PoolLease } from '../toolkit/pool/pool.js';
+import { MAX_VIA_DEPTH, type PoolTarget } from '../toolkit/pool/target.js';
 import { serviceRegistry } from '../toolkit/services/registry.js';
 
 /** Leases one peer may hold (or be acquiring) at once: a peer cannot grow the master without bound. */
@@ -49,7 +49,7 @@ export function recordOf(context: Context): ContextRecord {
  * Offers the service of peer `peerId` in the master.
  * @returns a function that withdraws it and releases every lease the peer held.
  */
-export function offerPeerService(router: Router, core: MasterSwitch, peerId: number): () => void {
+export function offerPeerService(pool: () => ContextPool, core: MasterSwitch<Context>, peerId: number): () => void {
   /** A lease by the peer's token; null while it is being acquired. */
   const leases = new Map<number, PoolLease | null>();
   let gone = false;
@@ -65,7 +65,7 @@ export function offerPeerService(router: Router, core: MasterSwitch, peerId: num
       leases.set(token, null);
       let lease: PoolLease;
       try {
-        lease = await router.pool.acquire(resolved, { unique, timeout });
+        lease = await pool().acquire(resolved, { unique, timeout });
       } catch (error) {
         leases.delete(token);
         throw error;
@@ -130,7 +130,7 @@ function acquireOptions(options: unknown): { unique: boolean; timeout: number | 
  * context it holds) replaced by the master's handle on that context.
  * @throws TypeError when a via names a context the master did not start.
  */
-function resolveVia(core: MasterSwitch, target: unknown, depth: number): PoolTarget {
+function resolveVia(core: MasterSwitch<Context>, target: unknown, depth: number): PoolTarget {
   if (target === null || typeof target !== 'object' || Array.isArray(target)) {
     throw new TypeError('acquire: the target must be an object such as { method: "ssh", host: "web1" }');
   }

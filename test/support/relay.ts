@@ -1,4 +1,5 @@
-import { type ConnectionMethod, type LocalOptions, localMethod } from 'tendril';
+import type { ConnectionMethod, LocalOptions } from 'tendril';
+import { localMethod } from '#dist/internal.js';
 import { supportFile } from './procs.js';
 
 /**

@@ -16,6 +16,9 @@ import { isCounts } from './fan-out.js';
 import { type Begin, type FileEnd, MAX_NAME, type Value } from './protocol.js';
 import type { RemoteSinkOptions } from './remote.js';
 
+/** The options `createWriteStream` takes (`WriteStreamOptions`). */
+const WRITE_STREAM_OPTIONS = new Set(['mode']);
+
 /** Options of `context.createWriteStream()`. */
 export interface WriteStreamOptions {
   /** Permission bits of the file. Default 0o644. */
@@ -42,7 +45,7 @@ function checkPath(path: unknown, where: string): string {
 export function createWriteStream(context: Context, path: string, options?: WriteStreamOptions): FileWriteStream {
   const where = 'context.createWriteStream()';
   checkPath(path, where);
-  const { mode = 0o644 } = optionsObject(options, where);
+  const { mode = 0o644 } = optionsObject(options, where, WRITE_STREAM_OPTIONS);
   if (!Number.isInteger(mode) || mode < 0 || mode > 0o7777) {
     throw new InvalidOptionError('mode', where, 'permission bits from 0 to 0o7777', mode);
   }

@@ -6,13 +6,16 @@
  */
 import { EventEmitter } from 'eventemitter3';
 import PQueue from 'p-queue';
-import { Context } from '../../core/context.js';
 import { InvalidOptionError, TimeoutError } from '../../core/errors.js';
 import { abortSignal, integer, milliseconds, optionsObject } from '../../core/options.js';
+import { Context } from '../context.js';
 import { ContextPool, type PoolLease } from '../pool/pool.js';
 import { FleetError } from './errors.js';
 import { type FleetFailure, type FleetSkip, type FleetSuccess, FleetSummary } from './summary.js';
 import { type FleetTarget, labelOf } from './target.js';
+
+/** The options a fleet takes (`FleetOptions`). */
+const FLEET_OPTIONS = new Set(['concurrency', 'timeout', 'signal', 'pool', 'close']);
 
 /**
  * Default `concurrency`: 16 targets at once. Above the pool's default
@@ -196,7 +199,7 @@ export class Fleet<T, Target = FleetTarget> extends EventEmitter<FleetEvents<T, 
       throw new InvalidOptionError('targets', where, 'an array (or iterable) of targets and contexts', targets);
     }
     if (typeof fn !== 'function') throw new InvalidOptionError('fn', where, 'a function', fn);
-    options = optionsObject(options, where);
+    options = optionsObject(options, where, FLEET_OPTIONS);
     const concurrency = integer(
       options.concurrency,
       'concurrency',

@@ -3,7 +3,7 @@
  * contexts the program already holds, each checked before anything starts
  * and given the label its outcome and errors carry.
  */
-import { Context } from '../../core/context.js';
+import { Context } from '../context.js';
 import { type PoolTarget, parseTarget } from '../pool/target.js';
 
 /** One target of a fleet: a pool target (connected through the pool) or a `Context` (used as it is). */

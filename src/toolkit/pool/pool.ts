@@ -7,12 +7,14 @@
  * per via.
  */
 import PQueue from 'p-queue';
+import type { CommonOptions } from '../../connection/bootstrap.js';
 import { ownMethod } from '../../connection/connect.js';
-import { Context } from '../../core/context.js';
+import type { ConnectionMethod } from '../../connection/method.js';
 import { ContextDisconnectedError, InvalidOptionError, TimeoutError } from '../../core/errors.js';
 import { abortSignal, integer, milliseconds, optionsObject } from '../../core/options.js';
-import { ROUTER_SWITCH } from '../../core/switch.js';
-import { Router } from '../../master/router.js';
+import { type MessageSwitch, ROUTER_SWITCH } from '../../core/switch.js';
+import type { ViaOption } from '../../master/master-switch.js';
+import { Context } from '../context.js';
 import { PoolError } from './errors.js';
 import { type ParsedTarget, type PoolTarget, parseTarget } from './target.js';
 
@@ -148,8 +150,29 @@ interface RoomWaiter {
 /** Key of the method `router.shutdown()` closes a pool with (see `routerShuttingDown`). */
 const ROUTER_SHUTDOWN: unique symbol = Symbol('tendril.poolRouterShutdown') as never;
 
+/**
+ * What a pool needs of the router it starts contexts with: the `Router`
+ * is one. (The pool takes this rather than the `Router` class, which sits
+ * above the toolkit and offers the pool as `router.pool`.)
+ */
+export interface PoolRouter {
+  /** Starts a context with `method` (as `router.connect()`). */
+  connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): Promise<Context>;
+  /** Subscribes to the router's `disconnect` event (a context became unreachable). */
+  on(event: 'disconnect', listener: (contextId: number) => void): unknown;
+  /** Unsubscribes from it. */
+  off(event: 'disconnect', listener: (contextId: number) => void): unknown;
+  /** The message switch behind the router (internal). */
+  readonly [ROUTER_SWITCH]: MessageSwitch;
+}
+
+/** The options a pool takes (`PoolOptions`). */
+const POOL_OPTIONS = new Set(['maxConnecting', 'maxContexts', 'idleTimeout']);
+/** The options an acquire takes (`AcquireOptions`), from the pool or through the listener. */
+export const ACQUIRE_OPTIONS: ReadonlySet<string> = new Set(['unique', 'timeout', 'signal']);
+
 /** The pools of each router, so that `router.shutdown()` closes them. */
-const pools = new WeakMap<Router, Set<ContextPool>>();
+const pools = new WeakMap<PoolRouter, Set<ContextPool>>();
 
 /**
  * A pool of contexts with one connection per target: acquiring a target
@@ -174,7 +197,7 @@ const pools = new WeakMap<Router, Set<ContextPool>>();
  * and `router.shutdown()` closes it (pending acquires reject with `PoolError`).
  */
 export class ContextPool {
-  readonly #router: Router;
+  readonly #router: PoolRouter;
   readonly #maxContexts: number;
   readonly #idleTimeout: number;
   readonly #queue: PQueue;
@@ -203,10 +226,10 @@ export class ContextPool {
    * @param options `maxConnecting`, `maxContexts`, `idleTimeout` (see `PoolOptions`).
    * @throws InvalidOptionError for a bad option or a `router` that is not a Router.
    */
-  constructor(router: Router, options: PoolOptions = {}) {
+  constructor(router: PoolRouter, options: PoolOptions = {}) {
     const where = 'new ContextPool()';
-    if (!(router instanceof Router)) throw new InvalidOptionError('router', where, 'a Router', router);
-    options = optionsObject(options, where);
+    if (!isRouter(router)) throw new InvalidOptionError('router', where, 'a Router', router);
+    options = optionsObject(options, where, POOL_OPTIONS);
     const maxConnecting = integer(options.maxConnecting, 'maxConnecting', where, DEFAULT_MAX_CONNECTING, 1, 10_000);
     this.#maxContexts =
       options.maxContexts === Number.POSITIVE_INFINITY
@@ -237,7 +260,7 @@ export class ContextPool {
    */
   async acquire(target: PoolTarget, options: AcquireOptions = {}): Promise<PoolLease> {
     const where = 'pool.acquire()';
-    options = optionsObject(options, where);
+    options = optionsObject(options, where, ACQUIRE_OPTIONS);
     if (options.unique !== undefined && typeof options.unique !== 'boolean') {
       throw new InvalidOptionError('unique', where, 'a boolean', options.unique);
     }
@@ -574,6 +597,16 @@ export class ContextPool {
 }
 
 /** Tells every pool of `router` that it is shutting down: they reject what waits and start nothing more. */
-export function routerShuttingDown(router: Router): void {
+export function routerShuttingDown(router: PoolRouter): void {
   for (const pool of pools.get(router) ?? []) pool[ROUTER_SHUTDOWN]();
+}
+
+/** True for a `Router` (a facade over a switch that starts contexts), as the pool's constructor requires. */
+function isRouter(value: unknown): value is PoolRouter {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as PoolRouter).connect === 'function' &&
+    (value as PoolRouter)[ROUTER_SWITCH] !== undefined
+  );
 }

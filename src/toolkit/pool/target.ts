@@ -10,9 +10,9 @@ import type { OpensshOptions } from '../../connection/openssh.js';
 import type { SshOptions } from '../../connection/ssh-options.js';
 import type { SuOptions } from '../../connection/su.js';
 import type { SudoOptions } from '../../connection/sudo.js';
-import { Context } from '../../core/context.js';
 import { InvalidOptionError } from '../../core/errors.js';
 import { integer, text } from '../../core/options.js';
+import { Context } from '../context.js';
 
 /** Where a pooled context is started from: another target (pooled too), or a context the program holds. */
 export interface PoolVia {

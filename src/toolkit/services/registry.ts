@@ -27,6 +27,9 @@ import type {
 import type { MessageSwitch } from '../../core/switch.js';
 import { FifoQueue } from './fifo.js';
 
+/** The options `registerService` takes (`ServiceOptions`). */
+const SERVICE_OPTIONS = new Set(['policy', 'concurrency', 'maxQueued', 'maxQueuedBytes', 'validate']);
+
 /** Calls of one service running at once, by default. */
 export const DEFAULT_SERVICE_CONCURRENCY = 16;
 /** Calls of one service waiting for a turn at most, by default. */
@@ -81,7 +84,7 @@ export class ServiceRegistry implements ServiceRegistryApi {
     ) {
       throw new InvalidOptionError('implementation', where, 'an object whose methods are the service', implementation);
     }
-    const checked = optionsObject(options, where) as ServiceOptions<object>;
+    const checked = optionsObject(options, where, SERVICE_OPTIONS) as ServiceOptions<object>;
     const concurrency = integer(checked.concurrency, 'concurrency', where, DEFAULT_SERVICE_CONCURRENCY, 1, MAX_LIMIT);
     const maxQueued = integer(checked.maxQueued, 'maxQueued', where, DEFAULT_SERVICE_MAX_QUEUED, 0, MAX_LIMIT);
     const maxQueuedBytes = integer(

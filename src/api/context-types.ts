@@ -1,0 +1,20 @@
+/**
+ * The types of calls and services, shared by both entries of the package:
+ * the master's (`tendril`) and the one for code running in a context
+ * (`tendril/child`). Types only: each entry re-exports them with
+ * `export type *`.
+ */
+export type { CallOptions, ContextInfo, RemoteModule, ServiceCallOptions, ShutdownOptions } from '../core/context.js';
+export type { ImporterStats } from '../core/importer.js';
+export type {
+  RemoteService,
+  ServiceArgs,
+  ServiceCaller,
+  ServiceMethodOf,
+  ServiceMethods,
+  ServiceName,
+  ServiceOf,
+  ServiceOptions,
+  ServicePolicy,
+  ServiceResult,
+} from '../core/services.js';
