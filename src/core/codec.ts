@@ -1,6 +1,7 @@
 import { addExtension, Packr } from 'msgpackr';
 import { DecodeError, UnsupportedValueError } from './errors.js';
 import { FIRST_DYNAMIC_HANDLE } from './protocol/handles.js';
+import { SENDER_REFERENCE } from './symbols.js';
 
 /**
  * The payload codec: msgpack via msgpackr, with records off so every payload
@@ -54,14 +55,6 @@ const BIGINT_END = BigInt(1) << BigInt(MAX_BIGINT_BYTES * 8 - 1);
 const BIGINT_MIN = -BIGINT_END;
 /** Largest 32-bit header field: context IDs and handles. */
 const MAX_HEADER_FIELD = 0xffffffff;
-
-/**
- * Objects carrying this property travel as a reference to a receiver
- * rather than as data (see `Sender` and `Channel`): its value is the
- * reference, `[contextId, handle]`, optionally followed by the receiver's
- * window (bytes, messages) and, for a Channel, its hello handle.
- */
-export const SENDER_REFERENCE: unique symbol = Symbol.for('tendril.senderReference') as never;
 
 /** A decoded reference to a receiver: where it is and what it admits. */
 export interface ReceiverReference {

@@ -1,6 +1,6 @@
 import { dirname, join } from 'node:path';
+import { toPathOrSpecifier } from './call-base.js';
 import { encodePrepared, prepareValue } from './codec.js';
-import { toPathOrSpecifier } from './dispatcher.js';
 import {
   CapturedVariableError,
   ChannelError,
@@ -16,9 +16,10 @@ import { CALL_SERVICE_SPEC, type ServiceRequest } from './protocol/call-service.
 import { type ImporterStats, MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { ask, openReply } from './protocol/serve.js';
 import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
-import { type LeaseHolder, LOCAL_RECEIVER } from './sender.js';
+import type { LeaseHolder } from './sender.js';
 import type { RemoteService, ServiceArgs, ServiceMethodOf, ServiceOf, ServiceResult } from './services.js';
 import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
+import { LOCAL_RECEIVER } from './symbols.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: parameter types are inferred from the caller's function.
 type AnyFunction = (...args: any[]) => unknown;

@@ -1,14 +1,16 @@
 /**
- * Everything in the core, as one namespace. This is the entry point of the
- * bundle shipped to children, and what tendril modules loaded in a child
- * receive for `tendril:core`, so export names must be unique across files.
+ * Everything in the core, as one namespace: what tendril modules loaded in
+ * a child receive for `tendril:core` (the bundle shipped to children is
+ * bundle.ts: this and the child's `boot`), so export names must be unique
+ * across files.
  */
 export * from './broker.js';
+export * from './call-base.js';
 export * from './channel.js';
-export * from './child.js';
 export * from './code-cache.js';
 export * from './codec.js';
 export * from './context.js';
+export * from './dead-replies.js';
 export * from './dispatcher.js';
 export * from './errors.js';
 export * from './framing.js';
@@ -45,4 +47,5 @@ export * from './sender.js';
 export * from './services.js';
 export * from './stream.js';
 export * from './switch.js';
+export * from './symbols.js';
 export * from './window.js';

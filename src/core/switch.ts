@@ -1,7 +1,8 @@
 import { randomFillSync as getRandomValues } from 'node:crypto';
 import { EventEmitter } from 'eventemitter3';
-import { decode, encode } from './codec.js';
-import { callOrigin, toPathOrSpecifier } from './dispatcher.js';
+import { callOrigin, toPathOrSpecifier } from './call-base.js';
+import { encode } from './codec.js';
+import { deadReason } from './dead-replies.js';
 import {
   ChannelError,
   ContextDisconnectedError,
@@ -28,9 +29,9 @@ import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
 import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC, RouteRefusedError } from './protocol/routes.js';
 import { type ServeOptions, serve } from './protocol/serve.js';
 import { RateLimit } from './rate-limit.js';
-import { CALL_SETTLED } from './sender.js';
 import type { ServiceDispatcher } from './services.js';
 import type { Stream } from './stream.js';
+import { CALL_SETTLED, ROUTER_SWITCH } from './symbols.js';
 
 const debug = logger('router');
 
@@ -140,11 +141,8 @@ export interface RouterIdentity {
   maxHeldBytes?: number;
 }
 
-/**
- * Where an object standing for a router (the public `Router` facade) keeps
- * the message switch it drives; `Receiver` and `Sender` accept either.
- */
-export const ROUTER_SWITCH: unique symbol = Symbol.for('tendril.routerSwitch') as never;
+// Importers outside the core still name this here; symbols.ts defines it.
+export { ROUTER_SWITCH } from './symbols.js';
 
 /** A router, or a facade that holds one under `ROUTER_SWITCH`. */
 export type SwitchLike = MessageSwitch | { readonly [ROUTER_SWITCH]: MessageSwitch };
@@ -917,16 +915,6 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   private describeDestination(message: Message): string {
     const name = HANDLE_NAMES[message.handle] ?? `handle ${message.handle}`;
     return `${name} in context '${this.nameOf(message.dst)}' (id ${message.dst})`;
-  }
-}
-
-/** The reason carried by a dead reply. */
-export function deadReason(message: Message): string {
-  try {
-    const reason = decode(message.data);
-    return typeof reason === 'string' ? reason : 'message could not be delivered';
-  } catch {
-    return 'message could not be delivered';
   }
 }
 
