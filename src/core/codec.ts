@@ -29,8 +29,14 @@ const MAP_EXTENSION = 77;
  * end, `[contextId, handle, windowBytes, windowMessages, helloHandle]`.
  */
 const SENDER_EXTENSION = 78;
-/** msgpackr's extension type for an Error: a tag wrapping `[name, message, cause]`. */
-const ERROR_EXTENSION = 0x65;
+/**
+ * msgpack extension type used for an Error: a tag wrapping `[name, message,
+ * cause]`. tendril's own, not msgpackr's (0x65): msgpackr's extension
+ * tables are process-wide, and replacing its Error extension would change
+ * how a program's own msgpackr, in the same process, encodes and decodes
+ * errors.
+ */
+const ERROR_EXTENSION = 79;
 /** msgpackr's extension type for a bigint beyond 64 bits: big-endian two's complement bytes. */
 const BIGINT_EXTENSION = 0x42;
 /** Deepest nesting a value may have; deeper values are refused before encoding and before decoding. */
@@ -184,7 +190,7 @@ const AggregateErrorClass = (globalThis as { AggregateError?: new (errors: unkno
   .AggregateError;
 if (AggregateErrorClass) ERROR_CLASSES.set('AggregateError', AggregateErrorClass as unknown as ErrorConstructor);
 
-/** An Error whose cause had to be prepared (it holds a Map, say): `[name, message, cause]`. */
+/** An Error as it travels, `[name, message, cause]` (cause prepared); only this module creates it. */
 class WireError {
   constructor(readonly fields: [string, string, unknown]) {}
 }
@@ -212,12 +218,11 @@ function readError(fields: unknown): Error {
 }
 
 /**
- * Replaces msgpackr's Error extension, keeping its wire form (a tag followed
- * by `[name, message, cause]`): a decoded Error is always an instance of
- * Error or one of the built-in error classes; any other name is kept as the
- * `name` property of an Error.
+ * Errors travel as WireErrors (`prepare` turns each into one), so that
+ * msgpackr's own Error extension is left alone. A decoded Error is always an
+ * instance of Error or one of the built-in error classes; any other name is
+ * kept as the `name` property of an Error.
  */
-addExtension({ Class: Error, type: ERROR_EXTENSION, write: errorFields, read: readError });
 addExtension({ Class: WireError, type: ERROR_EXTENSION, write: (error: WireError) => error.fields, read: readError });
 
 function rebuildError(name: string, message: string, cause: unknown): Error {
@@ -345,8 +350,8 @@ export function decode(bytes: Uint8Array, router?: unknown, authority?: number, 
 
 /**
  * Validates a value and returns what should be packed: the value itself,
- * or a copy in which Maps are replaced by their wire form. Only containers
- * that hold a Map are copied.
+ * or a copy in which Maps, Errors and Senders are replaced by their wire
+ * form. Only containers that hold one are copied.
  */
 function prepare(value: unknown, path: string, depth: number, seen: Set<object> | undefined): unknown {
   switch (typeof value) {
@@ -420,12 +425,8 @@ function prepareObject(object: object, path: string, depth: number, seen: Set<ob
     return changed ? new Set(items) : object;
   }
   if (object instanceof Error) {
-    const cause = (object as { cause?: unknown }).cause;
-    if (cause === undefined) return object;
-    const prepared = prepare(cause, `${path}.cause`, depth, seen);
-    if (prepared === cause) return object;
     const fields = errorFields(object);
-    fields[2] = prepared;
+    if (fields[2] !== undefined) fields[2] = prepare(fields[2], `${path}.cause`, depth, seen);
     return new WireError(fields);
   }
   const proto = Object.getPrototypeOf(object);
