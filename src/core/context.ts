@@ -1,5 +1,6 @@
 import { dirname, join } from 'node:path';
 import { toPathOrSpecifier } from './call-base.js';
+import { callPreparationOf } from './call-preparation.js';
 import { encodePrepared, prepareValue } from './codec.js';
 import {
   CapturedVariableError,
@@ -193,12 +194,13 @@ export class Context {
    */
   import<M>(module: string | URL, options: CallOptions = {}): RemoteModule<M> {
     checkCallOptions(options, 'context.import()');
-    const base = this.router.resolveBase(options.base);
+    const calls = callPreparationOf(this.router);
+    const base = calls.resolveBase(options.base);
     let specifier = toPathOrSpecifier(module);
     if ((specifier.startsWith('./') || specifier.startsWith('../')) && base !== undefined) {
       specifier = join(dirname(base), specifier);
     }
-    specifier = this.router.trustModuleOrigin(specifier);
+    specifier = calls.trustModuleOrigin(specifier);
     return new Proxy(
       {},
       {
@@ -430,13 +432,14 @@ export class Context {
     base: string | URL | undefined,
     references: object[],
   ): CallPayload {
-    const { source, preload, captured, usesModules } = this.router.prepareCall(fn);
+    const calls = callPreparationOf(this.router);
+    const { source, preload, captured, usesModules } = calls.prepare(fn);
     if (captured.length > 0) {
       throw new CapturedVariableError(captured, fn.name ? `function '${fn.name}'` : 'an anonymous function', this.name);
     }
     const call: CallPayload = { f: source, a: prepareValue(args, 'args', references) as unknown[] };
     if (base !== undefined || usesModules) {
-      const from = this.router.resolveBase(base, fn);
+      const from = calls.resolveBase(base, fn);
       if (from !== undefined) call.b = from;
     }
     if (preload.length > 0) call.p = preload;

@@ -1,37 +1,38 @@
-import { randomFillSync as getRandomValues } from 'node:crypto';
 import { EventEmitter } from 'eventemitter3';
-import { callOrigin, toPathOrSpecifier } from './call-base.js';
 import { encode } from './codec.js';
-import { deadReason } from './dead-replies.js';
+import { DeadReplyLimits, deadReason } from './dead-replies.js';
 import {
   ChannelError,
   ContextDisconnectedError,
   describeError,
   MessageTooLargeError,
-  ServiceError,
   type TendrilError,
   TimeoutError,
 } from './errors.js';
+import { EventLoopHolds } from './event-loop-holds.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
-import { functionSource } from './function-source.js';
+import { type HandlerOptions, HandlerTable } from './handler-table.js';
 import { DEFAULT_MAX_HELD_BYTES, type Holding, Holdings } from './holdings.js';
 import { type LogRecord, logger } from './log.js';
-import { FLAG_DEAD, MAX_ID, Message } from './message.js';
-import {
-  CALL_SERVICE_SPEC,
-  describeServiceCaller,
-  type ServiceRequest,
-  serviceErrorDetails,
-} from './protocol/call-service.js';
+import { FLAG_DEAD, Message } from './message.js';
+import { PressureHolds } from './pressure.js';
 import { successReply } from './protocol/envelope.js';
-import { FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './protocol/handles.js';
+import { HANDLE_NAMES } from './protocol/handles.js';
 import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
 import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC, RouteRefusedError } from './protocol/routes.js';
 import { type ServeOptions, serve } from './protocol/serve.js';
-import { RateLimit } from './rate-limit.js';
+import { serveServiceCalls } from './service-dispatch.js';
 import type { ServiceDispatcher } from './services.js';
 import type { Stream } from './stream.js';
-import { CALL_SETTLED, ROUTER_SWITCH } from './symbols.js';
+import { ROUTER_SWITCH } from './symbols.js';
+import { admits } from './trust.js';
+import { type RouterWarning, WarningLimits } from './warnings.js';
+
+// Importers outside the core still name these here.
+export type { HandlerOptions } from './handler-table.js';
+export type { Policy } from './policy.js';
+export { ROUTER_SWITCH } from './symbols.js';
+export type { RouterWarning } from './warnings.js';
 
 const debug = logger('router');
 
@@ -39,57 +40,6 @@ const debug = logger('router');
 const MAX_DEPARTED = 1024;
 /** Most descendants one child stream may announce. */
 const MAX_ROUTES_PER_STREAM = 65_536;
-/**
- * Dead replies sent down one stream: a burst, then this many per second.
- * A child that floods a context with undeliverable requests earns no more
- * than this; the rest are dropped.
- */
-const DEAD_REPLY_BURST = 1000;
-const DEAD_REPLIES_PER_SECOND = 1000;
-
-/**
- * Decides whether a message may reach a handle. `stream` is the stream it
- * arrived on, or undefined when it was sent from this context.
- */
-export type Policy = (message: Message, stream: Stream | undefined) => boolean;
-
-/** A function as it is shipped. */
-export interface PreparedCall {
-  /** Source text of a function expression. */
-  source: string;
-  /** Specifiers it requires literally, resolved from the call's base before it runs. */
-  preload: string[];
-  /** Variables it reads from the scope it was written in (see `CapturedVariableError`). */
-  captured: string[];
-  /** True when it may `require()` or `import()`: the call then carries the file it resolves from. */
-  usesModules: boolean;
-}
-
-/** Options of `MessageSwitch.addHandler`. */
-export interface HandlerOptions {
-  /** Use this handle number instead of allocating one (standard handles). */
-  handle?: number;
-  /** Admission check; a refused message gets a dead reply. Default: admit all. */
-  policy?: Policy;
-  /** Keep the handler after its first message. Default true. */
-  persist?: boolean;
-  /**
-   * The context a reply is awaited from. When it disconnects, `onClose` is
-   * called with a `ContextDisconnectedError` and the handler is removed.
-   */
-  contextId?: number;
-  /** Called once if the handler is closed without a message (disconnect, shutdown). */
-  onClose?: (error: TendrilError) => void;
-}
-
-interface HandlerEntry {
-  fn: (message: Message, stream: Stream | undefined) => void;
-  policy: Policy | undefined;
-  persist: boolean;
-  contextId: number | undefined;
-  onClose: ((error: TendrilError) => void) | undefined;
-}
-
 /** Options of `MessageSwitch.request`. */
 export interface RequestOptions {
   /** Reject with `TimeoutError` after this many milliseconds. Default: no limit. */
@@ -114,19 +64,6 @@ export interface RouterEvents {
   warning: [warning: RouterWarning];
 }
 
-/** A refused or dropped message, reported through the router's `warning` event. */
-export interface RouterWarning {
-  /**
-   * Kind of problem: `'forged-id'`, `'policy'`, `'bad-route'`, `'handler'`
-   * (a handler failed or got a malformed request), `'module-refused'`,
-   * `'flood'` (dead replies or forwarded messages dropped past a bound) or
-   * `'quota'` (a context asked for more IDs than its subtree may have).
-   */
-  code: 'forged-id' | 'policy' | 'bad-route' | 'handler' | 'module-refused' | 'flood' | 'quota';
-  /** What happened, naming the contexts involved. */
-  message: string;
-}
-
 /** Identity of the context a router runs in. */
 export interface RouterIdentity {
   /** This context's ID; the master is 0. */
@@ -140,9 +77,6 @@ export interface RouterIdentity {
   /** Most bytes the contexts behind one child may make this context hold (see holdings.ts). Default 256 MiB. */
   maxHeldBytes?: number;
 }
-
-// Importers outside the core still name this here; symbols.ts defines it.
-export { ROUTER_SWITCH } from './symbols.js';
 
 /** A router, or a facade that holds one under `ROUTER_SWITCH`. */
 export type SwitchLike = MessageSwitch | { readonly [ROUTER_SWITCH]: MessageSwitch };
@@ -176,8 +110,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   readonly holdings: Holdings;
   /** The stream to the parent; undefined in the master. */
   parentStream: Stream | undefined;
-  private readonly handlers = new Map<number, HandlerEntry>();
-  private readonly handlesByContext = new Map<number, Set<number>>();
+  private readonly handlers: HandlerTable;
   /** Descendant context ID -> stream it is reached through. */
   private readonly routes = new Map<number, Stream>();
   private readonly names = new Map<number, string>();
@@ -185,19 +118,12 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   private readonly departed = new Map<number, { name: string; reason: string }>();
   /** Why contexts being stopped on purpose are going away, until they have. */
   private readonly leaving = new Map<number, string>();
-  private readonly streams = new Set<Stream>();
   /** Routes announced through each child stream, to bound them. */
   private readonly routeCounts = new Map<Stream, number>();
-  /** How often each kind of warning may be reported, and how many were left out so far. */
-  private readonly warningLimits = new Map<string, RateLimit>();
-  private readonly warningsReported = new Map<string, number>();
-  /** Dead replies each stream may still be sent. */
-  private readonly deadReplyLimits = new Map<Stream, RateLimit>();
-  /** Per child stream backed up with what the parent sent: the destinations the parent was told to hold. */
-  private readonly pressured = new Map<Stream, Set<number>>();
-  /** Descendants a child reported backed up below it, and calls here waiting for them to drain. */
-  private readonly congested = new Map<number, (() => void)[]>();
-  private inflight = 0;
+  private readonly warningLimits = new WarningLimits();
+  private readonly deadReplyLimits = new DeadReplyLimits((message) => this.warn('flood', message));
+  private readonly routePressure = new PressureHolds(this);
+  private readonly holds = new EventLoopHolds();
   /**
    * Serves CALL_TOOLKIT requests once the services layer has installed its
    * registry here (the first `registerService` in this context).
@@ -213,6 +139,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     this.maxMessageSize = identity.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
     this.holdings = new Holdings(this, identity.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES);
     this.names.set(this.id, this.name);
+    this.handlers = new HandlerTable(this.name);
     // A refusal was reported as it was made (`refuseRoute`); any other failure is a handler's.
     const routeRequests: ServeOptions = {
       onUnanswered: (error, message) => {
@@ -238,26 +165,10 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     serve(
       this,
       ROUTE_PRESSURE_SPEC,
-      ([target, on], _message, stream) => this.onPressure(target, on, stream),
+      ([target, on], _message, stream) => this.routePressure.onPressure(target, on, stream),
       routeRequests,
     );
-    serve(this, CALL_SERVICE_SPEC, (request, message) => this.dispatchService(request, message), {
-      // Senders and Channels passed to a service call end with it, as a call's do.
-      onSettled: (message) => {
-        for (const reference of message.references) (reference as { [CALL_SETTLED](): void })[CALL_SETTLED]();
-      },
-    });
-  }
-
-  /** Hands a service call to the registry, or says there is no such service. */
-  private dispatchService(request: ServiceRequest, message: Message): unknown {
-    if (this.serviceDispatcher) return this.serviceDispatcher(request, message);
-    const [service, method] = request;
-    throw new ServiceError(
-      'ERR_TENDRIL_SERVICE_UNKNOWN',
-      `context '${this.name}' offers no service '${service}' (called by ${describeServiceCaller(this, message.src)}); no service is registered there`,
-      serviceErrorDetails(this, service, method, message),
-    );
+    serveServiceCalls(this);
   }
 
   /** ID of the parent context, or -1 in the master. */
@@ -301,41 +212,6 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     this.names.set(contextId, name);
   }
 
-  /**
-   * How a function is shipped: its source, with `import()` calls rewritten
-   * for the receiving context, and the specifiers it requires literally
-   * (fetched before it runs). The master overrides this to analyse sources.
-   * @throws TypeError as `functionSource`.
-   */
-  prepareCall(fn: Parameters<typeof functionSource>[0]): PreparedCall {
-    return { source: functionSource(fn), preload: [], captured: [], usesModules: true };
-  }
-
-  /**
-   * The file a call's `require()` and `import()` resolve from, given the
-   * call's `base` option (undefined: the default) and the function shipped,
-   * if any. Here, the base as a path, or undefined for the receiving
-   * context's default; the master overrides this to resolve from the
-   * module that defines the function (or calls tendril) and to serve what
-   * it resolves. Must be called synchronously from the method the program
-   * called.
-   */
-  resolveBase(location: string | URL | undefined, _fn?: object): string | undefined {
-    if (location === undefined) return undefined;
-    const path = toPathOrSpecifier(location);
-    // Paths name the master's files, so they cannot be looked at here: a module by its extension, else a directory.
-    return /\.(?:[cm]?[jt]sx?|json)$/.test(path) ? path : callOrigin(path);
-  }
-
-  /**
-   * Records that calls may load modules from `location` (a module path the
-   * program named) and returns it. The master overrides this to extend the
-   * roots its module responder serves.
-   */
-  trustModuleOrigin(location: string): string {
-    return location;
-  }
-
   /** The stream a descendant is reached through, if it is known. */
   routeOf(contextId: number): Stream | undefined {
     return this.routes.get(contextId);
@@ -368,45 +244,12 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * @throws Error when `options.handle` is already registered.
    */
   addHandler(fn: (message: Message, stream: Stream | undefined) => void, options: HandlerOptions = {}): number {
-    let handle = options.handle;
-    if (handle === undefined) handle = this.allocateHandle();
-    else if (this.handlers.has(handle)) throw new Error(`handle ${handle} is already registered in ${this.name}`);
-    this.handlers.set(handle, {
-      fn,
-      policy: options.policy,
-      persist: options.persist ?? true,
-      contextId: options.contextId,
-      onClose: options.onClose,
-    });
-    if (options.contextId !== undefined) {
-      let set = this.handlesByContext.get(options.contextId);
-      if (!set) {
-        set = new Set();
-        this.handlesByContext.set(options.contextId, set);
-      }
-      set.add(handle);
-    }
-    return handle;
+    return this.handlers.add(fn, options);
   }
 
   /** Removes a handler without calling its `onClose`. */
   removeHandler(handle: number): void {
-    const entry = this.handlers.get(handle);
-    if (!entry) return;
-    this.handlers.delete(handle);
-    if (entry.contextId !== undefined) this.handlesByContext.get(entry.contextId)?.delete(handle);
-  }
-
-  /**
-   * A free handle, drawn at random from the dynamic range: a handle is
-   * then as good as a capability, since no context can guess another's
-   * reply handles or receivers to sweep them with forged replies.
-   */
-  private allocateHandle(): number {
-    for (;;) {
-      const handle = FIRST_DYNAMIC_HANDLE + (randomUint32() % (MAX_ID - FIRST_DYNAMIC_HANDLE));
-      if (!this.handlers.has(handle)) return handle;
-    }
+    this.handlers.remove(handle);
   }
 
   /**
@@ -516,7 +359,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * stream it arrived on, undefined when it originates in this context.
    */
   route(message: Message, inStream: Stream | undefined): void {
-    if (inStream && !this.admits(message, inStream)) return;
+    if (inStream && !admits(this, message, inStream)) return;
     if (message.dst === this.id) {
       this.deliver(message, inStream);
       return;
@@ -555,57 +398,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     // subtree): the parent is told to hold calls to that destination
     // instead, and Senders keep to their credit windows.
     if (inStream !== this.parentStream) inStream.waitFor(out);
-    else this.pressure(out, message.dst);
-  }
-
-  /** Tells the parent to hold calls to `dst` until `out` has drained. */
-  private pressure(out: Stream, dst: number): void {
-    let held = this.pressured.get(out);
-    if (!held) {
-      const set = new Set<number>();
-      held = set;
-      this.pressured.set(out, set);
-      out.whenDrained(() => {
-        this.pressured.delete(out);
-        for (const target of set) this.sendPressure(target, 0);
-      });
-    }
-    if (held.has(dst)) return;
-    held.add(dst);
-    this.sendPressure(dst, 1);
-  }
-
-  private sendPressure(target: number, on: 0 | 1): void {
-    if (!this.parentStream || this.parentStream.closed) return;
-    this.parentStream.send(
-      Message.encoded(
-        { dst: this.parentId, src: this.id, auth: this.id, handle: ROUTE_PRESSURE_SPEC.handle, replyTo: 0 },
-        [target, on],
-      ),
-    );
-  }
-
-  private onPressure(target: number, on: 0 | 1, stream: Stream | undefined): null {
-    // Only about a context routed through the child saying so: a child can hold calls to its own subtree, no other.
-    if (!stream || this.routes.get(target) !== stream) {
-      this.refuseRoute('ROUTE_PRESSURE', target, stream, 'that context is not reached through it');
-    }
-    // Saying again what was said already changes nothing, and is no refusal.
-    if (on === 1) {
-      if (this.congested.has(target)) return null;
-      this.congested.set(target, []);
-    } else if (!this.relieve(target)) return null;
-    this.sendPressure(target, on);
-    return null;
-  }
-
-  /** Ends the hold on calls to `target`; false when there was none. */
-  private relieve(target: number): boolean {
-    const waiting = this.congested.get(target);
-    if (!waiting) return false;
-    this.congested.delete(target);
-    for (const resume of waiting) resume();
-    return true;
+    else this.routePressure.pressure(out, message.dst);
   }
 
   /**
@@ -616,55 +409,12 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * drained or `dst` has gone. Callers check again after it resolves.
    */
   whenWritable(dst: number): Promise<void> | undefined {
-    if (dst === this.id) return undefined;
-    const out = this.expectedStream(dst);
-    if (!out || out.closed) return undefined;
-    if (out.needsDrain) return new Promise<void>((resolve) => out.whenDrained(resolve));
-    const waiting = this.congested.get(dst);
-    return waiting && new Promise<void>((resolve) => waiting.push(resolve));
+    return this.routePressure.whenWritable(dst);
   }
 
   /** The stream a message claiming `id` must arrive on (and the one a message to `id` leaves by). */
   expectedStream(id: number): Stream | undefined {
     return this.routes.get(id) ?? this.parentStream;
-  }
-
-  private admits(message: Message, inStream: Stream): boolean {
-    if (inStream.authority !== undefined) return this.admitsPeer(message, inStream, inStream.authority);
-    if (this.expectedStream(message.auth) !== inStream) {
-      this.forged(message, inStream, 'auth', message.auth);
-      return false;
-    }
-    if (message.src !== message.auth && this.expectedStream(message.src) !== inStream) {
-      this.forged(message, inStream, 'src', message.src);
-      return false;
-    }
-    return true;
-  }
-
-  /**
-   * A message from a listener peer: it may claim only its own ID, and it
-   * then acts with `authority` (the parent/ancestor checks of every context
-   * on its way see the master).
-   */
-  private admitsPeer(message: Message, inStream: Stream, authority: number): boolean {
-    if (message.src !== inStream.remoteId) {
-      this.forged(message, inStream, 'src', message.src);
-      return false;
-    }
-    if (message.auth !== message.src && message.auth !== authority) {
-      this.forged(message, inStream, 'auth', message.auth);
-      return false;
-    }
-    message.auth = authority;
-    return true;
-  }
-
-  private forged(message: Message, inStream: Stream, field: 'auth' | 'src', id: number): void {
-    this.warn(
-      'forged-id',
-      `${this.name}: dropped a message claiming ${field} ID ${id} from stream ${inStream.name} (dst ${message.dst}, handle ${message.handle}): that ID is not routed through this stream`,
-    );
   }
 
   /**
@@ -674,16 +424,8 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * left out.
    */
   warn(code: RouterWarning['code'], message: string): void {
-    let limit = this.warningLimits.get(code);
-    if (!limit) {
-      limit = new RateLimit(100, 100);
-      this.warningLimits.set(code, limit);
-    }
-    const before = limit.dropped;
-    if (!limit.take()) return;
-    const left = before - (this.warningsReported.get(code) ?? 0);
-    this.warningsReported.set(code, before);
-    const text = left > 0 ? `${message} (and ${left} more like it not reported)` : message;
+    const text = this.warningLimits.admit(code, message);
+    if (text === undefined) return;
     debug('warning: %s', text);
     this.emit('warning', { code, message: text });
   }
@@ -721,29 +463,13 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   deadReply(message: Message, reason: string, inStream?: Stream): void {
     debug('%s: cannot deliver %s: %s', this.name, message, reason);
     if (message.isDead || message.replyTo === 0) return;
-    if (inStream && !this.mayDeadReply(inStream)) return;
+    if (inStream && !this.deadReplyLimits.mayReply(inStream, this.name)) return;
     const dead = new Message(
       { dst: message.src, src: this.id, auth: this.id, handle: message.replyTo, replyTo: 0, flags: FLAG_DEAD },
       encode(reason),
     );
     if (message.src === this.id) this.deliver(dead, undefined);
     else this.route(dead, undefined);
-  }
-
-  private mayDeadReply(stream: Stream): boolean {
-    let limit = this.deadReplyLimits.get(stream);
-    if (!limit) {
-      limit = new RateLimit(DEAD_REPLY_BURST, DEAD_REPLIES_PER_SECOND);
-      this.deadReplyLimits.set(stream, limit);
-    }
-    if (limit.take()) return true;
-    if (limit.shouldReport()) {
-      this.warn(
-        'flood',
-        `${this.name}: stream ${stream.name} sent more undeliverable messages than ${DEAD_REPLIES_PER_SECOND} a second; ${limit.dropped} dead replies to it were dropped so far`,
-      );
-    }
-    return false;
   }
 
   /**
@@ -766,9 +492,8 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   }
 
   private attach(stream: Stream): void {
-    this.streams.add(stream);
+    this.holds.attach(stream, this.parentStream);
     stream.onMessage = (message, from) => this.route(message, from);
-    if (this.inflight === 0 && stream !== this.parentStream) stream.unref();
   }
 
   /**
@@ -821,7 +546,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * a reply is answered with the error, never with success.
    * @throws RouteRefusedError always.
    */
-  protected refuseRoute(handleName: string, target: number, stream: Stream | undefined, reason: string): never {
+  refuseRoute(handleName: string, target: number, stream: Stream | undefined, reason: string): never {
     const error = new RouteRefusedError(handleName, target, stream?.name ?? this.name, reason);
     this.warn('bad-route', `${this.name}: ${error.message}`);
     throw error;
@@ -837,7 +562,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     this.leaving.delete(target);
     this.departed.set(target, { name: this.nameOf(target), reason });
     this.names.delete(target);
-    this.relieve(target);
+    this.routePressure.relieve(target);
     if (this.departed.size > MAX_DEPARTED) this.departed.delete(this.departed.keys().next().value as number);
     if (this.parentStream && !this.parentStream.closed) {
       this.parentStream.send(
@@ -852,23 +577,16 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
 
   /** Rejects everything waiting on `contextId` and emits `disconnect`. */
   private disconnected(contextId: number, reason: string): void {
-    const handles = this.handlesByContext.get(contextId);
-    if (handles) {
-      this.handlesByContext.delete(contextId);
-      const error = new ContextDisconnectedError(this.nameOf(contextId), contextId, reason);
-      for (const handle of handles) {
-        const entry = this.handlers.get(handle);
-        if (!entry) continue;
-        this.handlers.delete(handle);
-        entry.onClose?.(error);
-      }
-    }
+    this.handlers.closeAwaiting(
+      contextId,
+      () => new ContextDisconnectedError(this.nameOf(contextId), contextId, reason),
+    );
     this.emit('disconnect', contextId, reason);
   }
 
   private onStreamClosed(stream: Stream, reason: string): void {
-    this.streams.delete(stream);
-    this.deadReplyLimits.delete(stream);
+    this.holds.detach(stream);
+    this.deadReplyLimits.streamClosed(stream);
     this.holdings.streamClosed(stream);
     if (stream.remoteId >= 0) debug('%s: stream %s closed: %s', this.name, stream.name, reason);
     for (const [target, via] of [...this.routes]) {
@@ -882,16 +600,12 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * Used at shutdown so nothing is left pending.
    */
   closeHandlers(error: TendrilError): void {
-    for (const [handle, entry] of [...this.handlers]) {
-      if (!entry.onClose) continue;
-      this.removeHandler(handle);
-      entry.onClose(error);
-    }
+    this.handlers.closeAll(error);
   }
 
   /** Keeps child streams referenced (the event loop alive) while requests are in flight. */
   hold(): void {
-    if (this.inflight++ === 0) for (const stream of this.streams) stream.ref();
+    this.holds.hold();
   }
 
   /**
@@ -901,30 +615,16 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * child's "process" and the stream's socket).
    */
   followHolds(stream: Stream): void {
-    if (this.inflight > 0 || stream === this.parentStream) stream.ref();
-    else stream.unref();
+    this.holds.follow(stream, this.parentStream);
   }
 
   /** Undoes one `hold()`; when none remain, child streams stop keeping the process alive. */
   release(): void {
-    if (--this.inflight === 0) {
-      for (const stream of this.streams) if (stream !== this.parentStream) stream.unref();
-    }
+    this.holds.release(this.parentStream);
   }
 
   private describeDestination(message: Message): string {
     const name = HANDLE_NAMES[message.handle] ?? `handle ${message.handle}`;
     return `${name} in context '${this.nameOf(message.dst)}' (id ${message.dst})`;
   }
-}
-
-const randomPool = new Uint32Array(256);
-let randomLeft = 0;
-/** A random 32-bit integer, from a pool refilled by the CSPRNG. */
-function randomUint32(): number {
-  if (randomLeft === 0) {
-    getRandomValues(randomPool);
-    randomLeft = randomPool.length;
-  }
-  return randomPool[--randomLeft] as number;
 }
