@@ -138,13 +138,13 @@ describe('what a hostile child can make the master do', () => {
     const liar = await router.local({ name: 'liar' });
     await liar.call((forged: number) => {
       const core = require('tendril:core') as {
-        Router: { prototype: { send(message: unknown): void } };
+        MessageSwitch: { prototype: { send(message: unknown): void } };
         Message: new (header: object, data: Uint8Array) => unknown;
         decode(bytes: Uint8Array): unknown;
         encode(value: unknown): Uint8Array;
       };
-      const send = core.Router.prototype.send;
-      core.Router.prototype.send = function (this: unknown, message: unknown) {
+      const send = core.MessageSwitch.prototype.send;
+      core.MessageSwitch.prototype.send = function (this: unknown, message: unknown) {
         const m = message as { dst: number; handle: number; data: Uint8Array; flags: number };
         if (m.dst === 0 && m.handle >= 1000 && m.flags === 0) {
           try {
