@@ -1,14 +1,7 @@
 import { EventEmitter } from 'eventemitter3';
 import { encode } from './codec.js';
-import { DeadReplyLimits, deadReason } from './dead-replies.js';
-import {
-  ChannelError,
-  ContextDisconnectedError,
-  describeError,
-  MessageTooLargeError,
-  type TendrilError,
-  TimeoutError,
-} from './errors.js';
+import { DeadReplyLimits } from './dead-replies.js';
+import { ContextDisconnectedError, MessageTooLargeError, type TendrilError } from './errors.js';
 import { EventLoopHolds } from './event-loop-holds.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
 import { type HandlerOptions, HandlerTable } from './handler-table.js';
@@ -16,11 +9,11 @@ import { DEFAULT_MAX_HELD_BYTES, type Holding, Holdings } from './holdings.js';
 import { type LogRecord, logger } from './log.js';
 import { FLAG_DEAD, Message } from './message.js';
 import { PressureHolds } from './pressure.js';
-import { successReply } from './protocol/envelope.js';
 import { HANDLE_NAMES } from './protocol/handles.js';
-import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
-import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC, RouteRefusedError } from './protocol/routes.js';
-import { type ServeOptions, serve } from './protocol/serve.js';
+import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC } from './protocol/routes.js';
+import { type RequestOptions, reply, request } from './request.js';
+import { announceRoute, refuseRoute, serveRouteRequests } from './route-requests.js';
+import { type Departure, RouteTable } from './route-table.js';
 import { serveServiceCalls } from './service-dispatch.js';
 import type { ServiceDispatcher } from './services.js';
 import type { Stream } from './stream.js';
@@ -31,24 +24,11 @@ import { type RouterWarning, WarningLimits } from './warnings.js';
 // Importers outside the core still name these here.
 export type { HandlerOptions } from './handler-table.js';
 export type { Policy } from './policy.js';
+export type { RequestOptions } from './request.js';
 export { ROUTER_SWITCH } from './symbols.js';
 export type { RouterWarning } from './warnings.js';
 
 const debug = logger('router');
-
-/** Departed contexts remembered, for errors that say what became of them. */
-const MAX_DEPARTED = 1024;
-/** Most descendants one child stream may announce. */
-const MAX_ROUTES_PER_STREAM = 65_536;
-/** Options of `MessageSwitch.request`. */
-export interface RequestOptions {
-  /** Reject with `TimeoutError` after this many milliseconds. Default: no limit. */
-  timeout?: number | undefined;
-  /** Reject with the signal's reason when it aborts. */
-  signal?: AbortSignal | undefined;
-  /** What is being done, for error messages, e.g. `'call to deploy()'`. */
-  what?: string | undefined;
-}
 
 /** Events a router emits. */
 export interface RouterEvents {
@@ -111,15 +91,8 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   /** The stream to the parent; undefined in the master. */
   parentStream: Stream | undefined;
   private readonly handlers: HandlerTable;
-  /** Descendant context ID -> stream it is reached through. */
-  private readonly routes = new Map<number, Stream>();
-  private readonly names = new Map<number, string>();
-  /** Contexts that went away: name and why, oldest first, at most MAX_DEPARTED. */
-  private readonly departed = new Map<number, { name: string; reason: string }>();
-  /** Why contexts being stopped on purpose are going away, until they have. */
-  private readonly leaving = new Map<number, string>();
-  /** Routes announced through each child stream, to bound them. */
-  private readonly routeCounts = new Map<Stream, number>();
+  /** The streams descendants are reached through, names, and what became of departed contexts. */
+  private readonly routes = new RouteTable();
   private readonly warningLimits = new WarningLimits();
   private readonly deadReplyLimits = new DeadReplyLimits((message) => this.warn('flood', message));
   private readonly routePressure = new PressureHolds(this);
@@ -138,36 +111,15 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     this.parentIds = identity.parentIds;
     this.maxMessageSize = identity.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
     this.holdings = new Holdings(this, identity.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES);
-    this.names.set(this.id, this.name);
+    this.routes.setName(this.id, this.name);
     this.handlers = new HandlerTable(this.name);
-    // A refusal was reported as it was made (`refuseRoute`); any other failure is a handler's.
-    const routeRequests: ServeOptions = {
-      onUnanswered: (error, message) => {
-        if (error instanceof RouteRefusedError) return;
-        this.warn(
-          'handler',
-          `${this.name}: a route request from context ${message.src} failed: ${describeError(error)}`,
-        );
-      },
-    };
-    serve(
-      this,
-      ADD_ROUTE_SPEC,
-      ([target, name], _message, stream) => this.onAddRoute(target, name, stream),
-      routeRequests,
-    );
-    serve(
-      this,
-      DEL_ROUTE_SPEC,
-      ([target, reason], _message, stream) => this.onDelRoute(target, reason, stream),
-      routeRequests,
-    );
-    serve(
-      this,
-      ROUTE_PRESSURE_SPEC,
-      ([target, on], _message, stream) => this.routePressure.onPressure(target, on, stream),
-      routeRequests,
-    );
+    serveRouteRequests(this, {
+      mayRoute: (target, stream) => this.mayRoute(target, stream),
+      isFull: (target, stream) => this.routes.isFull(target, stream),
+      addRoute: (target, name, stream) => this.addRoute(target, name, stream),
+      deleteRoute: (target, reason) => this.deleteRoute(target, reason),
+      onPressure: (target, on, stream) => this.routePressure.onPressure(target, on, stream),
+    });
     serveServiceCalls(this);
   }
 
@@ -178,20 +130,17 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
 
   /** Name recorded for a context ID, or `'context <id>'`. */
   nameOf(contextId: number): string {
-    return this.names.get(contextId) ?? this.departed.get(contextId)?.name ?? `context ${contextId}`;
+    return this.routes.nameOf(contextId);
   }
 
   /** True when a reachable context known to this router (itself or a descendant) has this name. */
   hasContextNamed(name: string): boolean {
-    for (const known of this.names.values()) if (known === name) return true;
-    return false;
+    return this.routes.hasContextNamed(name);
   }
 
   /** Names of the reachable contexts this router knows (itself and its descendants) that start with `prefix`. */
   contextNamesStartingWith(prefix: string): string[] {
-    const found: string[] = [];
-    for (const known of this.names.values()) if (known.startsWith(prefix)) found.push(known);
-    return found;
+    return this.routes.contextNamesStartingWith(prefix);
   }
 
   /**
@@ -199,22 +148,27 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * is gone, errors about it give `why` instead of the stream's end.
    */
   expectDeparture(contextId: number, why: string): void {
-    if (this.routes.has(contextId)) this.leaving.set(contextId, why);
+    this.routes.expectDeparture(contextId, why);
   }
 
   /** `expectDeparture` for every context this router reaches. */
   expectAllDepartures(why: string): void {
-    for (const contextId of this.routes.keys()) this.leaving.set(contextId, why);
+    this.routes.expectAllDepartures(why);
   }
 
   /** Records a context's name for messages and errors. */
   setName(contextId: number, name: string): void {
-    this.names.set(contextId, name);
+    this.routes.setName(contextId, name);
   }
 
   /** The stream a descendant is reached through, if it is known. */
   routeOf(contextId: number): Stream | undefined {
     return this.routes.get(contextId);
+  }
+
+  /** What became of `contextId`, when it went away and has had no route since. */
+  departureOf(contextId: number): Departure | undefined {
+    return this.routes.has(contextId) ? undefined : this.routes.lastDeparture(contextId);
   }
 
   /** Largest account of what one child's subtree makes this context hold, in bytes. */
@@ -276,65 +230,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * value cannot be sent.
    */
   request(dst: number, handle: number, payload: Uint8Array, options: RequestOptions = {}): Promise<Message> {
-    return new Promise<Message>((resolve, reject) => {
-      const { signal, timeout } = options;
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
-      const departure = this.routes.has(dst) ? undefined : this.departed.get(dst);
-      if (departure) {
-        reject(new ContextDisconnectedError(departure.name, dst, departure.reason));
-        return;
-      }
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      let replyTo = 0;
-      const settle = () => {
-        if (timer) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        this.release();
-      };
-      const onAbort = () => {
-        this.removeHandler(replyTo);
-        settle();
-        reject(signal?.reason);
-      };
-      replyTo = this.addHandler(
-        (reply) => {
-          settle();
-          if (reply.isDead) reject(new ChannelError(this.nameOf(dst), dst, deadReason(reply)));
-          else resolve(reply);
-        },
-        {
-          persist: false,
-          contextId: dst,
-          // Replies come from the destination; dead replies from a router on the
-          // way to it, so only through the stream the destination is reached by.
-          policy: (reply, stream) =>
-            reply.isDead ? stream === undefined || stream === this.expectedStream(dst) : reply.src === dst,
-          onClose: (error) => {
-            settle();
-            reject(error);
-          },
-        },
-      );
-      this.hold();
-      if (timeout !== undefined && timeout >= 0) {
-        timer = setTimeout(() => {
-          this.removeHandler(replyTo);
-          settle();
-          reject(new TimeoutError(options.what ?? 'request', this.nameOf(dst), timeout));
-        }, timeout);
-      }
-      signal?.addEventListener('abort', onAbort, { once: true });
-      try {
-        this.send(new Message({ dst, src: this.id, auth: this.id, handle, replyTo, flags: 0 }, payload));
-      } catch (error) {
-        this.removeHandler(replyTo);
-        settle();
-        reject(error);
-      }
-    });
+    return request(this, dst, handle, payload, options);
   }
 
   /**
@@ -345,13 +241,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * @throws UnsupportedValueError, MessageTooLargeError as `send`.
    */
   reply(message: Message, value: unknown): void {
-    if (message.replyTo === 0) return;
-    this.send(
-      new Message(
-        { dst: message.src, src: this.id, auth: this.id, handle: message.replyTo, replyTo: 0, flags: 0 },
-        successReply(value, 'reply'),
-      ),
-    );
+    reply(this, message, value);
   }
 
   /**
@@ -366,7 +256,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     }
     const out = this.routes.get(message.dst) ?? this.parentStream;
     if (!out || out.closed) {
-      const departure = this.departed.get(message.dst);
+      const departure = this.routes.lastDeparture(message.dst);
       this.deadReply(
         message,
         departure
@@ -507,37 +397,9 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   }
 
   private addRoute(target: number, name: string, stream: Stream): void {
-    if (this.routes.get(target) !== stream) this.routeCounts.set(stream, (this.routeCounts.get(stream) ?? 0) + 1);
-    this.routes.set(target, stream);
-    this.names.set(target, name);
-    if (this.parentStream && !this.parentStream.closed) {
-      this.parentStream.send(
-        Message.encoded(
-          { dst: this.parentId, src: this.id, auth: this.id, handle: ADD_ROUTE_SPEC.handle, replyTo: 0 },
-          [target, name],
-        ),
-      );
-    }
+    this.routes.add(target, name, stream);
+    announceRoute(this, ADD_ROUTE_SPEC, target, name);
     this.emit('route', target, name);
-  }
-
-  private onAddRoute(target: number, name: string, stream: Stream | undefined): null {
-    if (!stream || !this.mayRoute(target, stream)) {
-      this.refuseRoute('ADD_ROUTE', target, stream, 'that ID does not belong to its subtree');
-    }
-    if (this.routes.get(target) !== stream && (this.routeCounts.get(stream) ?? 0) >= MAX_ROUTES_PER_STREAM) {
-      this.refuseRoute('ADD_ROUTE', target, stream, `it already announced ${MAX_ROUTES_PER_STREAM} contexts`);
-    }
-    this.addRoute(target, name, stream);
-    return null;
-  }
-
-  private onDelRoute(target: number, reason: string, stream: Stream | undefined): null {
-    if (this.routes.get(target) !== stream) {
-      this.refuseRoute('DEL_ROUTE', target, stream, 'that context is not reached through it');
-    }
-    this.deleteRoute(target, reason);
-    return null;
   }
 
   /**
@@ -547,31 +409,14 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * @throws RouteRefusedError always.
    */
   refuseRoute(handleName: string, target: number, stream: Stream | undefined, reason: string): never {
-    const error = new RouteRefusedError(handleName, target, stream?.name ?? this.name, reason);
-    this.warn('bad-route', `${this.name}: ${error.message}`);
-    throw error;
+    return refuseRoute(this, handleName, target, stream, reason);
   }
 
   private deleteRoute(target: number, streamReason: string): void {
-    const via = this.routes.get(target);
-    if (!via || !this.routes.delete(target)) return;
-    const count = (this.routeCounts.get(via) ?? 1) - 1;
-    if (count > 0) this.routeCounts.set(via, count);
-    else this.routeCounts.delete(via);
-    const reason = this.leaving.get(target) ?? streamReason;
-    this.leaving.delete(target);
-    this.departed.set(target, { name: this.nameOf(target), reason });
-    this.names.delete(target);
+    const reason = this.routes.delete(target, streamReason);
+    if (reason === undefined) return;
     this.routePressure.relieve(target);
-    if (this.departed.size > MAX_DEPARTED) this.departed.delete(this.departed.keys().next().value as number);
-    if (this.parentStream && !this.parentStream.closed) {
-      this.parentStream.send(
-        Message.encoded(
-          { dst: this.parentId, src: this.id, auth: this.id, handle: DEL_ROUTE_SPEC.handle, replyTo: 0 },
-          [target, reason],
-        ),
-      );
-    }
+    announceRoute(this, DEL_ROUTE_SPEC, target, reason);
     this.disconnected(target, reason);
   }
 
@@ -589,8 +434,8 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     this.deadReplyLimits.streamClosed(stream);
     this.holdings.streamClosed(stream);
     if (stream.remoteId >= 0) debug('%s: stream %s closed: %s', this.name, stream.name, reason);
-    for (const [target, via] of [...this.routes]) {
-      if (via === stream) this.deleteRoute(target, `${reason} (stream to ${stream.name})`);
+    for (const target of this.routes.reachedThrough(stream)) {
+      this.deleteRoute(target, `${reason} (stream to ${stream.name})`);
     }
     if (stream === this.parentStream) this.emit('parentClosed', reason);
   }
