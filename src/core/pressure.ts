@@ -4,10 +4,15 @@ import type { Stream } from './stream.js';
 
 /** What route pressure needs of the switch it belongs to. */
 export interface PressureHost {
+  /** This context's ID. */
   readonly id: number;
+  /** The parent's ID, or -1 in the master. */
   readonly parentId: number;
+  /** The stream to the parent; undefined in the master. */
   readonly parentStream: Stream | undefined;
+  /** The stream a descendant is reached through, if it is known. */
   routeOf(contextId: number): Stream | undefined;
+  /** The stream a message to `id` leaves by. */
   expectedStream(id: number): Stream | undefined;
   /** @throws RouteRefusedError always (see `MessageSwitch.refuseRoute`). */
   refuseRoute(handleName: string, target: number, stream: Stream | undefined, reason: string): never;
@@ -26,6 +31,7 @@ export class PressureHolds {
   /** Descendants a child reported backed up below it, and calls here waiting for them to drain. */
   private readonly congested = new Map<number, (() => void)[]>();
 
+  /** @param host the switch whose routes are held and relieved. */
   constructor(private readonly host: PressureHost) {}
 
   /** Tells the parent to hold calls to `dst` until `out` has drained. */

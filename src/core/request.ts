@@ -18,15 +18,23 @@ export interface RequestOptions {
 
 /** What a request and a reply need of the switch they are made on. */
 export interface RequestHost {
+  /** This context's ID: the src and auth of requests and replies. */
   readonly id: number;
   /** What became of `contextId` when it went away and has no route since. */
   departureOf(contextId: number): Departure | undefined;
+  /** Name recorded for a context ID, for errors. */
   nameOf(contextId: number): string;
+  /** The stream a dead reply about `id` must arrive on. */
   expectedStream(id: number): Stream | undefined;
+  /** Registers the handler the reply arrives on; returns its handle. */
   addHandler(fn: (message: Message, stream: Stream | undefined) => void, options?: HandlerOptions): number;
+  /** Removes the reply handler of a request given up on. */
   removeHandler(handle: number): void;
+  /** Sends a message originating in this context (see `MessageSwitch.send`). */
   send(message: Message): void;
+  /** Keeps the event loop alive while a request is in flight (see `MessageSwitch.hold`). */
   hold(): void;
+  /** Undoes one `hold`. */
   release(): void;
 }
 

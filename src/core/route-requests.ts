@@ -21,7 +21,9 @@ export interface RouteChanges {
   mayRoute(target: number, stream: Stream): boolean;
   /** True when `stream` announced as many contexts as it may, `target` not among them. */
   isFull(target: number, stream: Stream): boolean;
+  /** Records the route a child announced, and tells this context's parent. */
   addRoute(target: number, name: string, stream: Stream): void;
+  /** Forgets the route a child withdrew, and tells this context's parent. */
   deleteRoute(target: number, reason: string): void;
   /** Serves ROUTE_PRESSURE (see pressure.ts). */
   onPressure(target: number, on: 0 | 1, stream: Stream | undefined): null;

@@ -22,10 +22,15 @@ import { admits } from './trust.js';
 import { type RouterWarning, WarningLimits } from './warnings.js';
 
 // Importers outside the core still name these here.
+/** Options of `MessageSwitch.addHandler` (see handler-table.ts). */
 export type { HandlerOptions } from './handler-table.js';
+/** A handler's admission check (see policy.ts). */
 export type { Policy } from './policy.js';
+/** Options of `MessageSwitch.request` (see request.ts). */
 export type { RequestOptions } from './request.js';
+/** Where a facade keeps its switch (see symbols.ts). */
 export { ROUTER_SWITCH } from './symbols.js';
+/** What a `warning` event carries (see warnings.ts). */
 export type { RouterWarning } from './warnings.js';
 
 const debug = logger('router');

@@ -4,9 +4,11 @@ import type { RouterWarning } from './warnings.js';
 
 /** What the trust check needs of the switch it runs in. */
 export interface TrustHost {
+  /** This context's name, for warnings. */
   readonly name: string;
   /** The stream a message claiming `id` must arrive on. */
   expectedStream(id: number): Stream | undefined;
+  /** Reports a refusal (see `MessageSwitch.warn`). */
   warn(code: RouterWarning['code'], message: string): void;
 }
 

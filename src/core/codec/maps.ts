@@ -4,7 +4,12 @@ import { MAP_EXTENSION } from './extension-types.js';
 
 /** Private carrier for a Map's entries; only the codec creates it, so user classes are never affected. */
 export class WireMap {
-  constructor(readonly entries: unknown[]) {}
+  /** The Map's keys and values, alternating, each prepared. */
+  readonly entries: unknown[];
+  /** @param entries the Map's keys and values, alternating, each prepared. */
+  constructor(entries: unknown[]) {
+    this.entries = entries;
+  }
 }
 
 addExtension({

@@ -66,7 +66,12 @@ export function endDecoding(): void {
 
 /** A reference to a receiver as it travels; `prepare` makes one for each Sender or Channel end it meets. */
 export class WireSender {
-  constructor(readonly reference: number[]) {}
+  /** `[contextId, handle]`, then optionally the window and a Channel's hello handle (see `SENDER_EXTENSION`). */
+  readonly reference: number[];
+  /** @param reference as `reference`. */
+  constructor(reference: number[]) {
+    this.reference = reference;
+  }
 }
 
 addExtension({

@@ -18,7 +18,12 @@ if (AggregateErrorClass) ERROR_CLASSES.set('AggregateError', AggregateErrorClass
 
 /** An Error as it travels, `[name, message, cause]` (cause prepared); only the codec creates it. */
 export class WireError {
-  constructor(readonly fields: [string, string, unknown]) {}
+  /** `[name, message, cause]`. */
+  readonly fields: [string, string, unknown];
+  /** @param fields `[name, message, cause]`, the cause prepared. */
+  constructor(fields: [string, string, unknown]) {
+    this.fields = fields;
+  }
 }
 
 /** What travels of an Error: its name, message and cause. */
