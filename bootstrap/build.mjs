@@ -84,7 +84,7 @@ if (/[!\n']/.test(stage)) throw new Error(`the first stage must not contain ! or
 writeFileSync(join(out, 'first-stage.js'), `${stage}\n`);
 
 // Core: evaluates to a function of the child's require, returning the core's exports.
-const core = await bundle('src/core/index.ts', '__tendril', [portableMsgpackr, childDebug]);
+const core = await bundle('src/core/bundle.ts', '__tendril', [portableMsgpackr, childDebug]);
 const coreSource = `(function(require){${core};return __tendril})`;
 const deflated = deflateRawSync(Buffer.from(coreSource), { level: 9 });
 writeFileSync(join(out, 'core.deflate'), deflated);

@@ -93,7 +93,13 @@ export type {
   FleetStep,
   FleetSuccessOutcome,
 } from './toolkit/fleet/fleet.js';
-export type { FleetFailure, FleetFormatOptions, FleetSkip, FleetSuccess, FleetSummary } from './toolkit/fleet/summary.js';
+export type {
+  FleetFailure,
+  FleetFormatOptions,
+  FleetSkip,
+  FleetSuccess,
+  FleetSummary,
+} from './toolkit/fleet/summary.js';
 export type { FleetTarget } from './toolkit/fleet/target.js';
 export { PoolError } from './toolkit/pool/errors.js';
 export type { AcquireOptions, PoolLease, PoolOptions, PoolRouter, PoolStats } from './toolkit/pool/pool.js';

@@ -17,9 +17,9 @@ const roundTrip = (value: unknown) => decode(encode(value));
 
 /** msgpack for a str of `text`. */
 const str = (text: string) => Buffer.from(encode(text));
-/** An Error extension as msgpackr writes it: a fixext 1 tag, then `[name, message, cause]`. */
+/** tendril's Error extension (type 79): a fixext 1 tag, then `[name, message, cause]`. */
 const errorBytes = (name: Buffer, message: string) =>
-  Buffer.concat([Buffer.from([0xd4, 0x65, 0x00, 0x93]), name, str(message), Buffer.from(encode(undefined))]);
+  Buffer.concat([Buffer.from([0xd4, 79, 0x00, 0x93]), name, str(message), Buffer.from(encode(undefined))]);
 /** A bigint extension (ext 32, type 0x42) carrying `length` bytes of two's complement. */
 const bigintBytes = (length: number, fill = 0x11) => {
   const header = Buffer.from([0xc9, 0, 0, 0, 0, 0x42]);
@@ -137,6 +137,13 @@ describe('codec', () => {
     assert.throws(() => decode(Buffer.from([])), /truncated/);
   });
 
+  test("Errors travel in tendril's own extension; msgpackr's Error extension is refused, not revived by msgpackr", () => {
+    const bytes = Buffer.from(encode(new RangeError('r')));
+    assert.deepEqual([...bytes.subarray(0, 3)], [0xd4, 79, 0x00]);
+    // msgpackr's (0x65) would be read with its own table of error classes, by any name.
+    assert.throws(() => decode(Buffer.from([0xd4, 0x65, 0x00, 0x92, 0xa1, 0x61, 0xa1, 0x62])), /extension type 101/);
+  });
+
   test('a __proto__ key never changes the prototype of a decoded object', () => {
     // {"__proto__": {"polluted": true}} as a msgpack map
     const bytes = Buffer.concat([
@@ -217,7 +224,7 @@ describe('codec', () => {
       [Buffer.from([0xc7, 0x00, 0x42]), /bigint of 0 bytes/],
       // The tendril extensions' own checks.
       [Buffer.from([0xd4, 0x4d, 0x00, 0x91, 0x01]), /malformed Map/],
-      [Buffer.concat([Buffer.from([0xd4, 0x65, 0x00, 0x92, 0x01]), str('m')]), /malformed Error/],
+      [Buffer.concat([Buffer.from([0xd4, 79, 0x00, 0x92, 0x01]), str('m')]), /malformed Error/],
       [
         Buffer.from([0xd4, 0x4e, 0x00, 0x92, 0x01, 0xcd, 0x03, 0xe8]),
         /Sender or Channel can only be decoded on behalf of a router/,

@@ -1,11 +1,12 @@
-import { type ReceiverReference, SENDER_REFERENCE, setChannelFactory } from './codec.js';
+import { type ReceiverReference, setChannelFactory } from './codec.js';
 import { ChannelError, type TendrilError } from './errors.js';
 import { Message } from './message.js';
 import { optionsObject } from './options.js';
 import { Receiver } from './receiver.js';
 import { handled, rejected } from './send-window.js';
-import { ABANDON, CALL_SETTLED, type LeaseHolder, LOCAL_RECEIVER, Sender } from './sender.js';
+import { type LeaseHolder, Sender } from './sender.js';
 import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
+import { ABANDON, CALL_SETTLED, LOCAL_RECEIVER, SENDER_REFERENCE } from './symbols.js';
 import { type HighWaterMark, highWaterMark } from './window.js';
 
 /** The options a channel takes (`ChannelOptions`). */

@@ -3,13 +3,12 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import createDebug from 'debug';
 import { Broker } from './broker.js';
+import { callOrigin } from './call-base.js';
 import { codeCacheForChildren } from './code-cache.js';
-import { callOrigin, Dispatcher } from './dispatcher.js';
+import { Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo } from './errors.js';
 import { IdPool } from './ids.js';
 import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT, TOOLKIT_MODULE_ID } from './importer.js';
-// The core's own namespace, for tendril modules loaded later (`tendril:core`).
-import * as core from './index.js';
 import type { LogRecord } from './log.js';
 import { Message } from './message.js';
 import { CONNECT_SPEC } from './protocol/connect.js';
@@ -33,12 +32,19 @@ const ORPHAN_GRACE = 300;
 const ORPHAN_DEADLINE = 900;
 
 /**
- * Entry point of the core in a child, called by the first stage once it has
- * read the core. `input` is the stream from the parent (fd 3), positioned
+ * Entry point of the core in a child, called by the first stage (through
+ * bundle.ts) once it has read the core. `input` is the stream from the parent (fd 3), positioned
  * just after the core's bytes; `coreBundle` is the deflated core, kept to
  * start children of this context without asking the parent for it.
+ * `core` is the core's namespace, for tendril modules loaded later
+ * (`tendril:core`).
  */
-export function boot(input: net.Socket, coreBundle: Uint8Array, requireFn: (id: string) => unknown): void {
+export function boot(
+  input: net.Socket,
+  coreBundle: Uint8Array,
+  requireFn: (id: string) => unknown,
+  core: object,
+): void {
   const output = new net.Socket({ fd: STREAM_OUT_FD, readable: false, writable: true });
   const stream = new Stream({ name: 'parent', input, output, maxMessageSize: 1024 * 1024 });
   stream.on('close', (reason) => {
@@ -53,7 +59,7 @@ export function boot(input: net.Socket, coreBundle: Uint8Array, requireFn: (id: 
       return;
     }
     started = true;
-    start(stream, message, coreBundle, requireFn);
+    start(stream, message, coreBundle, requireFn, core);
   };
 }
 
@@ -62,7 +68,13 @@ function exitNow(why: string): void {
   process.exit(1);
 }
 
-function start(stream: Stream, bootMessage: Message, coreBundle: Uint8Array, requireFn: (id: string) => unknown): void {
+function start(
+  stream: Stream,
+  bootMessage: Message,
+  coreBundle: Uint8Array,
+  requireFn: (id: string) => unknown,
+  core: object,
+): void {
   const config = bootMessage.unpack() as BootConfig;
   if (config.debug) createDebug.enable(config.debug);
   try {

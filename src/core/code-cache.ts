@@ -39,7 +39,9 @@ export function codeCacheForChildren(
 export function createCodeCache(deflatedCore: Uint8Array, requireFn: (id: string) => unknown): Uint8Array | undefined {
   try {
     const script = new vm.Script(inflateRawSync(deflatedCore).toString(), { filename: 'tendril:core' });
-    const core = (script.runInThisContext() as (req: typeof requireFn) => typeof import('./index.js'))(requireFn);
+    const { core } = (script.runInThisContext() as (req: typeof requireFn) => { core: typeof import('./index.js') })(
+      requireFn,
+    );
     const sample = { id: 1, name: 'x', parentIds: [0], block: [1, 2], flag: true, debug: '', big: 1n, map: new Map() };
     const frame = core.encodeFrame(core.Message.encoded({ dst: 1, src: 0, auth: 0, handle: 8, replyTo: 1000 }, sample));
     new core.FrameDecoder(1 << 20).push(Buffer.concat(frame), (message) => message.unpack());

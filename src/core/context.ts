@@ -1,6 +1,7 @@
 import { dirname, join } from 'node:path';
+import { toPathOrSpecifier } from './call-base.js';
+import { callPreparationOf } from './call-preparation.js';
 import { encodePrepared, prepareValue } from './codec.js';
-import { toPathOrSpecifier } from './dispatcher.js';
 import {
   CapturedVariableError,
   ChannelError,
@@ -16,9 +17,10 @@ import { CALL_SERVICE_SPEC, type ServiceRequest } from './protocol/call-service.
 import { type ImporterStats, MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { ask, openReply } from './protocol/serve.js';
 import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
-import { type LeaseHolder, LOCAL_RECEIVER } from './sender.js';
+import type { LeaseHolder } from './sender.js';
 import type { RemoteService, ServiceArgs, ServiceMethodOf, ServiceOf, ServiceResult } from './services.js';
 import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
+import { LOCAL_RECEIVER } from './symbols.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: parameter types are inferred from the caller's function.
 type AnyFunction = (...args: any[]) => unknown;
@@ -192,12 +194,13 @@ export class Context {
    */
   import<M>(module: string | URL, options: CallOptions = {}): RemoteModule<M> {
     checkCallOptions(options, 'context.import()');
-    const base = this.router.resolveBase(options.base);
+    const calls = callPreparationOf(this.router);
+    const base = calls.resolveBase(options.base);
     let specifier = toPathOrSpecifier(module);
     if ((specifier.startsWith('./') || specifier.startsWith('../')) && base !== undefined) {
       specifier = join(dirname(base), specifier);
     }
-    specifier = this.router.trustModuleOrigin(specifier);
+    specifier = calls.trustModuleOrigin(specifier);
     return new Proxy(
       {},
       {
@@ -429,13 +432,14 @@ export class Context {
     base: string | URL | undefined,
     references: object[],
   ): CallPayload {
-    const { source, preload, captured, usesModules } = this.router.prepareCall(fn);
+    const calls = callPreparationOf(this.router);
+    const { source, preload, captured, usesModules } = calls.prepare(fn);
     if (captured.length > 0) {
       throw new CapturedVariableError(captured, fn.name ? `function '${fn.name}'` : 'an anonymous function', this.name);
     }
     const call: CallPayload = { f: source, a: prepareValue(args, 'args', references) as unknown[] };
     if (base !== undefined || usesModules) {
-      const from = this.router.resolveBase(base, fn);
+      const from = calls.resolveBase(base, fn);
       if (from !== undefined) call.b = from;
     }
     if (preload.length > 0) call.p = preload;

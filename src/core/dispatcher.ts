@@ -1,10 +1,10 @@
-import { fileURLToPath } from 'node:url';
+import { callOrigin } from './call-base.js';
 import { compileFunction, type FunctionFactory } from './function-source.js';
 import type { Importer } from './importer.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
 import { serve } from './protocol/serve.js';
-import { CALL_SETTLED } from './sender.js';
 import type { MessageSwitch } from './switch.js';
+import { CALL_SETTLED } from './symbols.js';
 
 /**
  * A shipped function that reads a variable of the scope it was written in
@@ -18,19 +18,6 @@ function explainReferenceError(error: unknown): void {
   if (!firstFrame.includes('tendril-call:')) return;
   error.message +=
     ': functions passed to call() travel as source text and cannot see variables of the scope they were written in; pass values as arguments, and write globals of this context as globalThis.<name>';
-}
-
-/** A file URL as a path; a path or specifier unchanged. */
-export function toPathOrSpecifier(module: string | URL): string {
-  return module instanceof URL || module.startsWith('file:') ? fileURLToPath(module) : module;
-}
-
-/** Name of the file a call resolves from when its base is a directory. */
-export const CALL_FILE = '[tendril call]';
-
-/** The file name a call's `require()` resolves from: a name in its base directory. */
-export function callOrigin(base: string): string {
-  return `${base.replace(/\/+$/, '')}/${CALL_FILE}`;
 }
 
 /** Bases whose `require` and `import` are kept; past it the table starts again. */

@@ -1,5 +1,6 @@
 import * as vm from 'node:vm';
 import { encode } from './codec.js';
+import { deadReason } from './dead-replies.js';
 import { ModuleRequestError, TendrilError } from './errors.js';
 import { Message } from './message.js';
 import {
@@ -28,7 +29,7 @@ import { GET_MODULE_SPEC } from './protocol/get-module.js';
 import type { ImporterStats } from './protocol/module-stats.js';
 import { openReply, serve } from './protocol/serve.js';
 import type { Stream } from './stream.js';
-import { deadReason, type MessageSwitch } from './switch.js';
+import type { MessageSwitch } from './switch.js';
 
 /** Specifier under which tendril's bundled modules ask for the core they run against. */
 export const CORE_MODULE_ID = 'tendril:core';

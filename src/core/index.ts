@@ -1,19 +1,24 @@
 /**
- * Everything in the core, as one namespace. This is the entry point of the
- * bundle shipped to children, and what tendril modules loaded in a child
- * receive for `tendril:core`, so export names must be unique across files.
+ * Everything in the core, as one namespace: what tendril modules loaded in
+ * a child receive for `tendril:core` (the bundle shipped to children is
+ * bundle.ts: this and the child's `boot`), so export names must be unique
+ * across files.
  */
 export * from './broker.js';
+export * from './call-base.js';
+export * from './call-preparation.js';
 export * from './channel.js';
-export * from './child.js';
 export * from './child-entry.js';
 export * from './code-cache.js';
 export * from './codec.js';
 export * from './context.js';
+export * from './dead-replies.js';
 export * from './dispatcher.js';
 export * from './errors.js';
+export * from './event-loop-holds.js';
 export * from './framing.js';
 export * from './function-source.js';
+export * from './handler-table.js';
 export * from './holdings.js';
 export * from './ids.js';
 export * from './importer.js';
@@ -21,6 +26,7 @@ export * from './log.js';
 export * from './message.js';
 export * from './options.js';
 export * from './policy.js';
+export * from './pressure.js';
 export * from './protocol/allocate-id.js';
 export * from './protocol/boot.js';
 export * from './protocol/call-function.js';
@@ -43,7 +49,11 @@ export * from './runtime.js';
 export * from './select.js';
 export * from './send-window.js';
 export * from './sender.js';
+export * from './service-dispatch.js';
 export * from './services.js';
 export * from './stream.js';
 export * from './switch.js';
+export * from './symbols.js';
+export * from './trust.js';
+export * from './warnings.js';
 export * from './window.js';

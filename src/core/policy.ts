@@ -1,5 +1,12 @@
 import type { Message } from './message.js';
-import type { MessageSwitch, Policy } from './switch.js';
+import type { Stream } from './stream.js';
+import type { MessageSwitch } from './switch.js';
+
+/**
+ * Decides whether a message may reach a handle. `stream` is the stream it
+ * arrived on, or undefined when it was sent from this context.
+ */
+export type Policy = (message: Message, stream: Stream | undefined) => boolean;
 
 /**
  * Admits messages acting under the authority of this context's parent or

@@ -1,11 +1,13 @@
+import { deadReason } from './dead-replies.js';
 import { ChannelError, type TendrilError, TimeoutError } from './errors.js';
 import type { Message } from './message.js';
 import { optionsObject } from './options.js';
 import { ReceiveWindow } from './receive-window.js';
 import { SENDER_CLOSED } from './send-window.js';
-import { type LeaseHolder, LOCAL_RECEIVER, Sender } from './sender.js';
+import { type LeaseHolder, Sender } from './sender.js';
 import type { Stream } from './stream.js';
-import { deadReason, type MessageSwitch, type Policy, ROUTER_SWITCH, type SwitchLike, switchOf } from './switch.js';
+import { type MessageSwitch, type Policy, type SwitchLike, switchOf } from './switch.js';
+import { LOCAL_RECEIVER, ROUTER_SWITCH } from './symbols.js';
 import { type HighWaterMark, highWaterMark } from './window.js';
 
 /** The options a receiver takes (`ReceiverOptions`). */

@@ -1,7 +1,8 @@
 import { decode, encode } from './codec.js';
+import { deadReason } from './dead-replies.js';
 import { ChannelError, type TendrilError } from './errors.js';
 import { FLAG_DEAD, Message } from './message.js';
-import { deadReason, type MessageSwitch } from './switch.js';
+import type { MessageSwitch } from './switch.js';
 import { fits, type HighWaterMark } from './window.js';
 
 /** Reason a receiver sees when its sender closed it on purpose. */

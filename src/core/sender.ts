@@ -1,30 +1,12 @@
-import { encode, type ReceiverReference, SENDER_REFERENCE, setSenderFactory } from './codec.js';
+import { encode, type ReceiverReference, setSenderFactory } from './codec.js';
 import { MessageTooLargeError, type TendrilError } from './errors.js';
 import { SendWindow } from './send-window.js';
-import { type MessageSwitch, ROUTER_SWITCH, type SwitchLike, switchOf } from './switch.js';
+import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
+import { ABANDON, CALL_SETTLED, LOCAL_RECEIVER, ROUTER_SWITCH, SENDER_REFERENCE } from './symbols.js';
 import { DEFAULT_HIGH_WATER_MARK, type HighWaterMark, highWaterMark } from './window.js';
 
-/**
- * Where a Sender made by `Receiver.toSender()` (or a Channel) keeps the
- * receiver it feeds, so that a call it is passed to can count on the
- * receiver to wait for the callee's end (see `Receiver`).
- */
-export const LOCAL_RECEIVER: unique symbol = Symbol('tendril.localReceiver') as never;
-
-/**
- * What a context calls on each Sender and Channel a call's arguments
- * carried, once the call has settled: the call's use of them is over.
- */
-export const CALL_SETTLED: unique symbol = Symbol('tendril.callSettled') as never;
-
-/**
- * What an operation calls on a Sender or Channel whose other side it gives
- * up on (it stopped taking values, or the operation was abandoned): values
- * still waiting for credit are dropped, their sends reject with the error
- * given, and the other side is told this end closed. `close()` would wait
- * for credit that may never come.
- */
-export const ABANDON: unique symbol = Symbol('tendril.abandon') as never;
+// Importers outside the core still name these here; symbols.ts defines them.
+export { ABANDON, CALL_SETTLED, LOCAL_RECEIVER } from './symbols.js';
 
 /** What a call tells the receiver of a Sender it carries (implemented by `Receiver`). */
 export interface LeaseHolder {

@@ -1,103 +1,39 @@
-import { randomFillSync as getRandomValues } from 'node:crypto';
 import { EventEmitter } from 'eventemitter3';
-import { decode, encode } from './codec.js';
-import { callOrigin, toPathOrSpecifier } from './dispatcher.js';
-import {
-  ChannelError,
-  ContextDisconnectedError,
-  describeError,
-  MessageTooLargeError,
-  ServiceError,
-  type TendrilError,
-  TimeoutError,
-} from './errors.js';
+import { encode } from './codec.js';
+import { DeadReplyLimits } from './dead-replies.js';
+import { ContextDisconnectedError, MessageTooLargeError, type TendrilError } from './errors.js';
+import { EventLoopHolds } from './event-loop-holds.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
-import { functionSource } from './function-source.js';
+import { type HandlerOptions, HandlerTable } from './handler-table.js';
 import { DEFAULT_MAX_HELD_BYTES, type Holding, Holdings } from './holdings.js';
 import { type LogRecord, logger } from './log.js';
-import { FLAG_DEAD, MAX_ID, Message } from './message.js';
-import {
-  CALL_SERVICE_SPEC,
-  describeServiceCaller,
-  type ServiceRequest,
-  serviceErrorDetails,
-} from './protocol/call-service.js';
-import { successReply } from './protocol/envelope.js';
-import { FIRST_DYNAMIC_HANDLE, HANDLE_NAMES } from './protocol/handles.js';
-import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
-import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC, RouteRefusedError } from './protocol/routes.js';
-import { type ServeOptions, serve } from './protocol/serve.js';
-import { RateLimit } from './rate-limit.js';
-import { CALL_SETTLED } from './sender.js';
+import { FLAG_DEAD, Message } from './message.js';
+import { PressureHolds } from './pressure.js';
+import { HANDLE_NAMES } from './protocol/handles.js';
+import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC } from './protocol/routes.js';
+import { type RequestOptions, reply, request } from './request.js';
+import { announceRoute, refuseRoute, serveRouteRequests } from './route-requests.js';
+import { type Departure, RouteTable } from './route-table.js';
+import { serveServiceCalls } from './service-dispatch.js';
 import type { ServiceDispatcher } from './services.js';
 import type { Stream } from './stream.js';
+import { ROUTER_SWITCH } from './symbols.js';
+import { admits } from './trust.js';
+import { type RouterWarning, WarningLimits } from './warnings.js';
+
+// Importers outside the core still name these here.
+/** Options of `MessageSwitch.addHandler` (see handler-table.ts). */
+export type { HandlerOptions } from './handler-table.js';
+/** A handler's admission check (see policy.ts). */
+export type { Policy } from './policy.js';
+/** Options of `MessageSwitch.request` (see request.ts). */
+export type { RequestOptions } from './request.js';
+/** Where a facade keeps its switch (see symbols.ts). */
+export { ROUTER_SWITCH } from './symbols.js';
+/** What a `warning` event carries (see warnings.ts). */
+export type { RouterWarning } from './warnings.js';
 
 const debug = logger('router');
-
-/** Departed contexts remembered, for errors that say what became of them. */
-const MAX_DEPARTED = 1024;
-/** Most descendants one child stream may announce. */
-const MAX_ROUTES_PER_STREAM = 65_536;
-/**
- * Dead replies sent down one stream: a burst, then this many per second.
- * A child that floods a context with undeliverable requests earns no more
- * than this; the rest are dropped.
- */
-const DEAD_REPLY_BURST = 1000;
-const DEAD_REPLIES_PER_SECOND = 1000;
-
-/**
- * Decides whether a message may reach a handle. `stream` is the stream it
- * arrived on, or undefined when it was sent from this context.
- */
-export type Policy = (message: Message, stream: Stream | undefined) => boolean;
-
-/** A function as it is shipped. */
-export interface PreparedCall {
-  /** Source text of a function expression. */
-  source: string;
-  /** Specifiers it requires literally, resolved from the call's base before it runs. */
-  preload: string[];
-  /** Variables it reads from the scope it was written in (see `CapturedVariableError`). */
-  captured: string[];
-  /** True when it may `require()` or `import()`: the call then carries the file it resolves from. */
-  usesModules: boolean;
-}
-
-/** Options of `MessageSwitch.addHandler`. */
-export interface HandlerOptions {
-  /** Use this handle number instead of allocating one (standard handles). */
-  handle?: number;
-  /** Admission check; a refused message gets a dead reply. Default: admit all. */
-  policy?: Policy;
-  /** Keep the handler after its first message. Default true. */
-  persist?: boolean;
-  /**
-   * The context a reply is awaited from. When it disconnects, `onClose` is
-   * called with a `ContextDisconnectedError` and the handler is removed.
-   */
-  contextId?: number;
-  /** Called once if the handler is closed without a message (disconnect, shutdown). */
-  onClose?: (error: TendrilError) => void;
-}
-
-interface HandlerEntry {
-  fn: (message: Message, stream: Stream | undefined) => void;
-  policy: Policy | undefined;
-  persist: boolean;
-  contextId: number | undefined;
-  onClose: ((error: TendrilError) => void) | undefined;
-}
-
-/** Options of `MessageSwitch.request`. */
-export interface RequestOptions {
-  /** Reject with `TimeoutError` after this many milliseconds. Default: no limit. */
-  timeout?: number | undefined;
-  /** Reject with the signal's reason when it aborts. */
-  signal?: AbortSignal | undefined;
-  /** What is being done, for error messages, e.g. `'call to deploy()'`. */
-  what?: string | undefined;
-}
 
 /** Events a router emits. */
 export interface RouterEvents {
@@ -113,19 +49,6 @@ export interface RouterEvents {
   warning: [warning: RouterWarning];
 }
 
-/** A refused or dropped message, reported through the router's `warning` event. */
-export interface RouterWarning {
-  /**
-   * Kind of problem: `'forged-id'`, `'policy'`, `'bad-route'`, `'handler'`
-   * (a handler failed or got a malformed request), `'module-refused'`,
-   * `'flood'` (dead replies or forwarded messages dropped past a bound) or
-   * `'quota'` (a context asked for more IDs than its subtree may have).
-   */
-  code: 'forged-id' | 'policy' | 'bad-route' | 'handler' | 'module-refused' | 'flood' | 'quota';
-  /** What happened, naming the contexts involved. */
-  message: string;
-}
-
 /** Identity of the context a router runs in. */
 export interface RouterIdentity {
   /** This context's ID; the master is 0. */
@@ -139,12 +62,6 @@ export interface RouterIdentity {
   /** Most bytes the contexts behind one child may make this context hold (see holdings.ts). Default 256 MiB. */
   maxHeldBytes?: number;
 }
-
-/**
- * Where an object standing for a router (the public `Router` facade) keeps
- * the message switch it drives; `Receiver` and `Sender` accept either.
- */
-export const ROUTER_SWITCH: unique symbol = Symbol.for('tendril.routerSwitch') as never;
 
 /** A router, or a facade that holds one under `ROUTER_SWITCH`. */
 export type SwitchLike = MessageSwitch | { readonly [ROUTER_SWITCH]: MessageSwitch };
@@ -178,28 +95,13 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   readonly holdings: Holdings;
   /** The stream to the parent; undefined in the master. */
   parentStream: Stream | undefined;
-  private readonly handlers = new Map<number, HandlerEntry>();
-  private readonly handlesByContext = new Map<number, Set<number>>();
-  /** Descendant context ID -> stream it is reached through. */
-  private readonly routes = new Map<number, Stream>();
-  private readonly names = new Map<number, string>();
-  /** Contexts that went away: name and why, oldest first, at most MAX_DEPARTED. */
-  private readonly departed = new Map<number, { name: string; reason: string }>();
-  /** Why contexts being stopped on purpose are going away, until they have. */
-  private readonly leaving = new Map<number, string>();
-  private readonly streams = new Set<Stream>();
-  /** Routes announced through each child stream, to bound them. */
-  private readonly routeCounts = new Map<Stream, number>();
-  /** How often each kind of warning may be reported, and how many were left out so far. */
-  private readonly warningLimits = new Map<string, RateLimit>();
-  private readonly warningsReported = new Map<string, number>();
-  /** Dead replies each stream may still be sent. */
-  private readonly deadReplyLimits = new Map<Stream, RateLimit>();
-  /** Per child stream backed up with what the parent sent: the destinations the parent was told to hold. */
-  private readonly pressured = new Map<Stream, Set<number>>();
-  /** Descendants a child reported backed up below it, and calls here waiting for them to drain. */
-  private readonly congested = new Map<number, (() => void)[]>();
-  private inflight = 0;
+  private readonly handlers: HandlerTable;
+  /** The streams descendants are reached through, names, and what became of departed contexts. */
+  private readonly routes = new RouteTable();
+  private readonly warningLimits = new WarningLimits();
+  private readonly deadReplyLimits = new DeadReplyLimits((message) => this.warn('flood', message));
+  private readonly routePressure = new PressureHolds(this);
+  private readonly holds = new EventLoopHolds();
   /**
    * Serves CALL_TOOLKIT requests once the services layer has installed its
    * registry here (the first `registerService` in this context).
@@ -214,52 +116,16 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     this.parentIds = identity.parentIds;
     this.maxMessageSize = identity.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
     this.holdings = new Holdings(this, identity.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES);
-    this.names.set(this.id, this.name);
-    // A refusal was reported as it was made (`refuseRoute`); any other failure is a handler's.
-    const routeRequests: ServeOptions = {
-      onUnanswered: (error, message) => {
-        if (error instanceof RouteRefusedError) return;
-        this.warn(
-          'handler',
-          `${this.name}: a route request from context ${message.src} failed: ${describeError(error)}`,
-        );
-      },
-    };
-    serve(
-      this,
-      ADD_ROUTE_SPEC,
-      ([target, name], _message, stream) => this.onAddRoute(target, name, stream),
-      routeRequests,
-    );
-    serve(
-      this,
-      DEL_ROUTE_SPEC,
-      ([target, reason], _message, stream) => this.onDelRoute(target, reason, stream),
-      routeRequests,
-    );
-    serve(
-      this,
-      ROUTE_PRESSURE_SPEC,
-      ([target, on], _message, stream) => this.onPressure(target, on, stream),
-      routeRequests,
-    );
-    serve(this, CALL_SERVICE_SPEC, (request, message) => this.dispatchService(request, message), {
-      // Senders and Channels passed to a service call end with it, as a call's do.
-      onSettled: (message) => {
-        for (const reference of message.references) (reference as { [CALL_SETTLED](): void })[CALL_SETTLED]();
-      },
+    this.routes.setName(this.id, this.name);
+    this.handlers = new HandlerTable(this.name);
+    serveRouteRequests(this, {
+      mayRoute: (target, stream) => this.mayRoute(target, stream),
+      isFull: (target, stream) => this.routes.isFull(target, stream),
+      addRoute: (target, name, stream) => this.addRoute(target, name, stream),
+      deleteRoute: (target, reason) => this.deleteRoute(target, reason),
+      onPressure: (target, on, stream) => this.routePressure.onPressure(target, on, stream),
     });
-  }
-
-  /** Hands a service call to the registry, or says there is no such service. */
-  private dispatchService(request: ServiceRequest, message: Message): unknown {
-    if (this.serviceDispatcher) return this.serviceDispatcher(request, message);
-    const [service, method] = request;
-    throw new ServiceError(
-      'ERR_TENDRIL_SERVICE_UNKNOWN',
-      `context '${this.name}' offers no service '${service}' (called by ${describeServiceCaller(this, message.src)}); no service is registered there`,
-      serviceErrorDetails(this, service, method, message),
-    );
+    serveServiceCalls(this);
   }
 
   /** ID of the parent context, or -1 in the master. */
@@ -269,20 +135,17 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
 
   /** Name recorded for a context ID, or `'context <id>'`. */
   nameOf(contextId: number): string {
-    return this.names.get(contextId) ?? this.departed.get(contextId)?.name ?? `context ${contextId}`;
+    return this.routes.nameOf(contextId);
   }
 
   /** True when a reachable context known to this router (itself or a descendant) has this name. */
   hasContextNamed(name: string): boolean {
-    for (const known of this.names.values()) if (known === name) return true;
-    return false;
+    return this.routes.hasContextNamed(name);
   }
 
   /** Names of the reachable contexts this router knows (itself and its descendants) that start with `prefix`. */
   contextNamesStartingWith(prefix: string): string[] {
-    const found: string[] = [];
-    for (const known of this.names.values()) if (known.startsWith(prefix)) found.push(known);
-    return found;
+    return this.routes.contextNamesStartingWith(prefix);
   }
 
   /**
@@ -290,57 +153,27 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * is gone, errors about it give `why` instead of the stream's end.
    */
   expectDeparture(contextId: number, why: string): void {
-    if (this.routes.has(contextId)) this.leaving.set(contextId, why);
+    this.routes.expectDeparture(contextId, why);
   }
 
   /** `expectDeparture` for every context this router reaches. */
   expectAllDepartures(why: string): void {
-    for (const contextId of this.routes.keys()) this.leaving.set(contextId, why);
+    this.routes.expectAllDepartures(why);
   }
 
   /** Records a context's name for messages and errors. */
   setName(contextId: number, name: string): void {
-    this.names.set(contextId, name);
-  }
-
-  /**
-   * How a function is shipped: its source, with `import()` calls rewritten
-   * for the receiving context, and the specifiers it requires literally
-   * (fetched before it runs). The master overrides this to analyse sources.
-   * @throws TypeError as `functionSource`.
-   */
-  prepareCall(fn: Parameters<typeof functionSource>[0]): PreparedCall {
-    return { source: functionSource(fn), preload: [], captured: [], usesModules: true };
-  }
-
-  /**
-   * The file a call's `require()` and `import()` resolve from, given the
-   * call's `base` option (undefined: the default) and the function shipped,
-   * if any. Here, the base as a path, or undefined for the receiving
-   * context's default; the master overrides this to resolve from the
-   * module that defines the function (or calls tendril) and to serve what
-   * it resolves. Must be called synchronously from the method the program
-   * called.
-   */
-  resolveBase(location: string | URL | undefined, _fn?: object): string | undefined {
-    if (location === undefined) return undefined;
-    const path = toPathOrSpecifier(location);
-    // Paths name the master's files, so they cannot be looked at here: a module by its extension, else a directory.
-    return /\.(?:[cm]?[jt]sx?|json)$/.test(path) ? path : callOrigin(path);
-  }
-
-  /**
-   * Records that calls may load modules from `location` (a module path the
-   * program named) and returns it. The master overrides this to extend the
-   * roots its module responder serves.
-   */
-  trustModuleOrigin(location: string): string {
-    return location;
+    this.routes.setName(contextId, name);
   }
 
   /** The stream a descendant is reached through, if it is known. */
   routeOf(contextId: number): Stream | undefined {
     return this.routes.get(contextId);
+  }
+
+  /** What became of `contextId`, when it went away and has had no route since. */
+  departureOf(contextId: number): Departure | undefined {
+    return this.routes.has(contextId) ? undefined : this.routes.lastDeparture(contextId);
   }
 
   /** Largest account of what one child's subtree makes this context hold, in bytes. */
@@ -370,45 +203,12 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * @throws Error when `options.handle` is already registered.
    */
   addHandler(fn: (message: Message, stream: Stream | undefined) => void, options: HandlerOptions = {}): number {
-    let handle = options.handle;
-    if (handle === undefined) handle = this.allocateHandle();
-    else if (this.handlers.has(handle)) throw new Error(`handle ${handle} is already registered in ${this.name}`);
-    this.handlers.set(handle, {
-      fn,
-      policy: options.policy,
-      persist: options.persist ?? true,
-      contextId: options.contextId,
-      onClose: options.onClose,
-    });
-    if (options.contextId !== undefined) {
-      let set = this.handlesByContext.get(options.contextId);
-      if (!set) {
-        set = new Set();
-        this.handlesByContext.set(options.contextId, set);
-      }
-      set.add(handle);
-    }
-    return handle;
+    return this.handlers.add(fn, options);
   }
 
   /** Removes a handler without calling its `onClose`. */
   removeHandler(handle: number): void {
-    const entry = this.handlers.get(handle);
-    if (!entry) return;
-    this.handlers.delete(handle);
-    if (entry.contextId !== undefined) this.handlesByContext.get(entry.contextId)?.delete(handle);
-  }
-
-  /**
-   * A free handle, drawn at random from the dynamic range: a handle is
-   * then as good as a capability, since no context can guess another's
-   * reply handles or receivers to sweep them with forged replies.
-   */
-  private allocateHandle(): number {
-    for (;;) {
-      const handle = FIRST_DYNAMIC_HANDLE + (randomUint32() % (MAX_ID - FIRST_DYNAMIC_HANDLE));
-      if (!this.handlers.has(handle)) return handle;
-    }
+    this.handlers.remove(handle);
   }
 
   /**
@@ -435,65 +235,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * value cannot be sent.
    */
   request(dst: number, handle: number, payload: Uint8Array, options: RequestOptions = {}): Promise<Message> {
-    return new Promise<Message>((resolve, reject) => {
-      const { signal, timeout } = options;
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
-      const departure = this.routes.has(dst) ? undefined : this.departed.get(dst);
-      if (departure) {
-        reject(new ContextDisconnectedError(departure.name, dst, departure.reason));
-        return;
-      }
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      let replyTo = 0;
-      const settle = () => {
-        if (timer) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        this.release();
-      };
-      const onAbort = () => {
-        this.removeHandler(replyTo);
-        settle();
-        reject(signal?.reason);
-      };
-      replyTo = this.addHandler(
-        (reply) => {
-          settle();
-          if (reply.isDead) reject(new ChannelError(this.nameOf(dst), dst, deadReason(reply)));
-          else resolve(reply);
-        },
-        {
-          persist: false,
-          contextId: dst,
-          // Replies come from the destination; dead replies from a router on the
-          // way to it, so only through the stream the destination is reached by.
-          policy: (reply, stream) =>
-            reply.isDead ? stream === undefined || stream === this.expectedStream(dst) : reply.src === dst,
-          onClose: (error) => {
-            settle();
-            reject(error);
-          },
-        },
-      );
-      this.hold();
-      if (timeout !== undefined && timeout >= 0) {
-        timer = setTimeout(() => {
-          this.removeHandler(replyTo);
-          settle();
-          reject(new TimeoutError(options.what ?? 'request', this.nameOf(dst), timeout));
-        }, timeout);
-      }
-      signal?.addEventListener('abort', onAbort, { once: true });
-      try {
-        this.send(new Message({ dst, src: this.id, auth: this.id, handle, replyTo, flags: 0 }, payload));
-      } catch (error) {
-        this.removeHandler(replyTo);
-        settle();
-        reject(error);
-      }
-    });
+    return request(this, dst, handle, payload, options);
   }
 
   /**
@@ -504,13 +246,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * @throws UnsupportedValueError, MessageTooLargeError as `send`.
    */
   reply(message: Message, value: unknown): void {
-    if (message.replyTo === 0) return;
-    this.send(
-      new Message(
-        { dst: message.src, src: this.id, auth: this.id, handle: message.replyTo, replyTo: 0, flags: 0 },
-        successReply(value, 'reply'),
-      ),
-    );
+    reply(this, message, value);
   }
 
   /**
@@ -518,14 +254,14 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * stream it arrived on, undefined when it originates in this context.
    */
   route(message: Message, inStream: Stream | undefined): void {
-    if (inStream && !this.admits(message, inStream)) return;
+    if (inStream && !admits(this, message, inStream)) return;
     if (message.dst === this.id) {
       this.deliver(message, inStream);
       return;
     }
     const out = this.routes.get(message.dst) ?? this.parentStream;
     if (!out || out.closed) {
-      const departure = this.departed.get(message.dst);
+      const departure = this.routes.lastDeparture(message.dst);
       this.deadReply(
         message,
         departure
@@ -557,57 +293,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     // subtree): the parent is told to hold calls to that destination
     // instead, and Senders keep to their credit windows.
     if (inStream !== this.parentStream) inStream.waitFor(out);
-    else this.pressure(out, message.dst);
-  }
-
-  /** Tells the parent to hold calls to `dst` until `out` has drained. */
-  private pressure(out: Stream, dst: number): void {
-    let held = this.pressured.get(out);
-    if (!held) {
-      const set = new Set<number>();
-      held = set;
-      this.pressured.set(out, set);
-      out.whenDrained(() => {
-        this.pressured.delete(out);
-        for (const target of set) this.sendPressure(target, 0);
-      });
-    }
-    if (held.has(dst)) return;
-    held.add(dst);
-    this.sendPressure(dst, 1);
-  }
-
-  private sendPressure(target: number, on: 0 | 1): void {
-    if (!this.parentStream || this.parentStream.closed) return;
-    this.parentStream.send(
-      Message.encoded(
-        { dst: this.parentId, src: this.id, auth: this.id, handle: ROUTE_PRESSURE_SPEC.handle, replyTo: 0 },
-        [target, on],
-      ),
-    );
-  }
-
-  private onPressure(target: number, on: 0 | 1, stream: Stream | undefined): null {
-    // Only about a context routed through the child saying so: a child can hold calls to its own subtree, no other.
-    if (!stream || this.routes.get(target) !== stream) {
-      this.refuseRoute('ROUTE_PRESSURE', target, stream, 'that context is not reached through it');
-    }
-    // Saying again what was said already changes nothing, and is no refusal.
-    if (on === 1) {
-      if (this.congested.has(target)) return null;
-      this.congested.set(target, []);
-    } else if (!this.relieve(target)) return null;
-    this.sendPressure(target, on);
-    return null;
-  }
-
-  /** Ends the hold on calls to `target`; false when there was none. */
-  private relieve(target: number): boolean {
-    const waiting = this.congested.get(target);
-    if (!waiting) return false;
-    this.congested.delete(target);
-    for (const resume of waiting) resume();
-    return true;
+    else this.routePressure.pressure(out, message.dst);
   }
 
   /**
@@ -618,55 +304,12 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * drained or `dst` has gone. Callers check again after it resolves.
    */
   whenWritable(dst: number): Promise<void> | undefined {
-    if (dst === this.id) return undefined;
-    const out = this.expectedStream(dst);
-    if (!out || out.closed) return undefined;
-    if (out.needsDrain) return new Promise<void>((resolve) => out.whenDrained(resolve));
-    const waiting = this.congested.get(dst);
-    return waiting && new Promise<void>((resolve) => waiting.push(resolve));
+    return this.routePressure.whenWritable(dst);
   }
 
   /** The stream a message claiming `id` must arrive on (and the one a message to `id` leaves by). */
   expectedStream(id: number): Stream | undefined {
     return this.routes.get(id) ?? this.parentStream;
-  }
-
-  private admits(message: Message, inStream: Stream): boolean {
-    if (inStream.authority !== undefined) return this.admitsPeer(message, inStream, inStream.authority);
-    if (this.expectedStream(message.auth) !== inStream) {
-      this.forged(message, inStream, 'auth', message.auth);
-      return false;
-    }
-    if (message.src !== message.auth && this.expectedStream(message.src) !== inStream) {
-      this.forged(message, inStream, 'src', message.src);
-      return false;
-    }
-    return true;
-  }
-
-  /**
-   * A message from a listener peer: it may claim only its own ID, and it
-   * then acts with `authority` (the parent/ancestor checks of every context
-   * on its way see the master).
-   */
-  private admitsPeer(message: Message, inStream: Stream, authority: number): boolean {
-    if (message.src !== inStream.remoteId) {
-      this.forged(message, inStream, 'src', message.src);
-      return false;
-    }
-    if (message.auth !== message.src && message.auth !== authority) {
-      this.forged(message, inStream, 'auth', message.auth);
-      return false;
-    }
-    message.auth = authority;
-    return true;
-  }
-
-  private forged(message: Message, inStream: Stream, field: 'auth' | 'src', id: number): void {
-    this.warn(
-      'forged-id',
-      `${this.name}: dropped a message claiming ${field} ID ${id} from stream ${inStream.name} (dst ${message.dst}, handle ${message.handle}): that ID is not routed through this stream`,
-    );
   }
 
   /**
@@ -676,16 +319,8 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * left out.
    */
   warn(code: RouterWarning['code'], message: string): void {
-    let limit = this.warningLimits.get(code);
-    if (!limit) {
-      limit = new RateLimit(100, 100);
-      this.warningLimits.set(code, limit);
-    }
-    const before = limit.dropped;
-    if (!limit.take()) return;
-    const left = before - (this.warningsReported.get(code) ?? 0);
-    this.warningsReported.set(code, before);
-    const text = left > 0 ? `${message} (and ${left} more like it not reported)` : message;
+    const text = this.warningLimits.admit(code, message);
+    if (text === undefined) return;
     debug('warning: %s', text);
     this.emit('warning', { code, message: text });
   }
@@ -723,29 +358,13 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   deadReply(message: Message, reason: string, inStream?: Stream): void {
     debug('%s: cannot deliver %s: %s', this.name, message, reason);
     if (message.isDead || message.replyTo === 0) return;
-    if (inStream && !this.mayDeadReply(inStream)) return;
+    if (inStream && !this.deadReplyLimits.mayReply(inStream, this.name)) return;
     const dead = new Message(
       { dst: message.src, src: this.id, auth: this.id, handle: message.replyTo, replyTo: 0, flags: FLAG_DEAD },
       encode(reason),
     );
     if (message.src === this.id) this.deliver(dead, undefined);
     else this.route(dead, undefined);
-  }
-
-  private mayDeadReply(stream: Stream): boolean {
-    let limit = this.deadReplyLimits.get(stream);
-    if (!limit) {
-      limit = new RateLimit(DEAD_REPLY_BURST, DEAD_REPLIES_PER_SECOND);
-      this.deadReplyLimits.set(stream, limit);
-    }
-    if (limit.take()) return true;
-    if (limit.shouldReport()) {
-      this.warn(
-        'flood',
-        `${this.name}: stream ${stream.name} sent more undeliverable messages than ${DEAD_REPLIES_PER_SECOND} a second; ${limit.dropped} dead replies to it were dropped so far`,
-      );
-    }
-    return false;
   }
 
   /**
@@ -768,9 +387,8 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   }
 
   private attach(stream: Stream): void {
-    this.streams.add(stream);
+    this.holds.attach(stream, this.parentStream);
     stream.onMessage = (message, from) => this.route(message, from);
-    if (this.inflight === 0 && stream !== this.parentStream) stream.unref();
   }
 
   /**
@@ -784,37 +402,9 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   }
 
   private addRoute(target: number, name: string, stream: Stream): void {
-    if (this.routes.get(target) !== stream) this.routeCounts.set(stream, (this.routeCounts.get(stream) ?? 0) + 1);
-    this.routes.set(target, stream);
-    this.names.set(target, name);
-    if (this.parentStream && !this.parentStream.closed) {
-      this.parentStream.send(
-        Message.encoded(
-          { dst: this.parentId, src: this.id, auth: this.id, handle: ADD_ROUTE_SPEC.handle, replyTo: 0 },
-          [target, name],
-        ),
-      );
-    }
+    this.routes.add(target, name, stream);
+    announceRoute(this, ADD_ROUTE_SPEC, target, name);
     this.emit('route', target, name);
-  }
-
-  private onAddRoute(target: number, name: string, stream: Stream | undefined): null {
-    if (!stream || !this.mayRoute(target, stream)) {
-      this.refuseRoute('ADD_ROUTE', target, stream, 'that ID does not belong to its subtree');
-    }
-    if (this.routes.get(target) !== stream && (this.routeCounts.get(stream) ?? 0) >= MAX_ROUTES_PER_STREAM) {
-      this.refuseRoute('ADD_ROUTE', target, stream, `it already announced ${MAX_ROUTES_PER_STREAM} contexts`);
-    }
-    this.addRoute(target, name, stream);
-    return null;
-  }
-
-  private onDelRoute(target: number, reason: string, stream: Stream | undefined): null {
-    if (this.routes.get(target) !== stream) {
-      this.refuseRoute('DEL_ROUTE', target, stream, 'that context is not reached through it');
-    }
-    this.deleteRoute(target, reason);
-    return null;
   }
 
   /**
@@ -823,58 +413,34 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * a reply is answered with the error, never with success.
    * @throws RouteRefusedError always.
    */
-  protected refuseRoute(handleName: string, target: number, stream: Stream | undefined, reason: string): never {
-    const error = new RouteRefusedError(handleName, target, stream?.name ?? this.name, reason);
-    this.warn('bad-route', `${this.name}: ${error.message}`);
-    throw error;
+  refuseRoute(handleName: string, target: number, stream: Stream | undefined, reason: string): never {
+    return refuseRoute(this, handleName, target, stream, reason);
   }
 
   private deleteRoute(target: number, streamReason: string): void {
-    const via = this.routes.get(target);
-    if (!via || !this.routes.delete(target)) return;
-    const count = (this.routeCounts.get(via) ?? 1) - 1;
-    if (count > 0) this.routeCounts.set(via, count);
-    else this.routeCounts.delete(via);
-    const reason = this.leaving.get(target) ?? streamReason;
-    this.leaving.delete(target);
-    this.departed.set(target, { name: this.nameOf(target), reason });
-    this.names.delete(target);
-    this.relieve(target);
-    if (this.departed.size > MAX_DEPARTED) this.departed.delete(this.departed.keys().next().value as number);
-    if (this.parentStream && !this.parentStream.closed) {
-      this.parentStream.send(
-        Message.encoded(
-          { dst: this.parentId, src: this.id, auth: this.id, handle: DEL_ROUTE_SPEC.handle, replyTo: 0 },
-          [target, reason],
-        ),
-      );
-    }
+    const reason = this.routes.delete(target, streamReason);
+    if (reason === undefined) return;
+    this.routePressure.relieve(target);
+    announceRoute(this, DEL_ROUTE_SPEC, target, reason);
     this.disconnected(target, reason);
   }
 
   /** Rejects everything waiting on `contextId` and emits `disconnect`. */
   private disconnected(contextId: number, reason: string): void {
-    const handles = this.handlesByContext.get(contextId);
-    if (handles) {
-      this.handlesByContext.delete(contextId);
-      const error = new ContextDisconnectedError(this.nameOf(contextId), contextId, reason);
-      for (const handle of handles) {
-        const entry = this.handlers.get(handle);
-        if (!entry) continue;
-        this.handlers.delete(handle);
-        entry.onClose?.(error);
-      }
-    }
+    this.handlers.closeAwaiting(
+      contextId,
+      () => new ContextDisconnectedError(this.nameOf(contextId), contextId, reason),
+    );
     this.emit('disconnect', contextId, reason);
   }
 
   private onStreamClosed(stream: Stream, reason: string): void {
-    this.streams.delete(stream);
-    this.deadReplyLimits.delete(stream);
+    this.holds.detach(stream);
+    this.deadReplyLimits.streamClosed(stream);
     this.holdings.streamClosed(stream);
     if (stream.remoteId >= 0) debug('%s: stream %s closed: %s', this.name, stream.name, reason);
-    for (const [target, via] of [...this.routes]) {
-      if (via === stream) this.deleteRoute(target, `${reason} (stream to ${stream.name})`);
+    for (const target of this.routes.reachedThrough(stream)) {
+      this.deleteRoute(target, `${reason} (stream to ${stream.name})`);
     }
     if (stream === this.parentStream) this.emit('parentClosed', reason);
   }
@@ -884,16 +450,12 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * Used at shutdown so nothing is left pending.
    */
   closeHandlers(error: TendrilError): void {
-    for (const [handle, entry] of [...this.handlers]) {
-      if (!entry.onClose) continue;
-      this.removeHandler(handle);
-      entry.onClose(error);
-    }
+    this.handlers.closeAll(error);
   }
 
   /** Keeps child streams referenced (the event loop alive) while requests are in flight. */
   hold(): void {
-    if (this.inflight++ === 0) for (const stream of this.streams) stream.ref();
+    this.holds.hold();
   }
 
   /**
@@ -903,40 +465,16 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * child's "process" and the stream's socket).
    */
   followHolds(stream: Stream): void {
-    if (this.inflight > 0 || stream === this.parentStream) stream.ref();
-    else stream.unref();
+    this.holds.follow(stream, this.parentStream);
   }
 
   /** Undoes one `hold()`; when none remain, child streams stop keeping the process alive. */
   release(): void {
-    if (--this.inflight === 0) {
-      for (const stream of this.streams) if (stream !== this.parentStream) stream.unref();
-    }
+    this.holds.release(this.parentStream);
   }
 
   private describeDestination(message: Message): string {
     const name = HANDLE_NAMES[message.handle] ?? `handle ${message.handle}`;
     return `${name} in context '${this.nameOf(message.dst)}' (id ${message.dst})`;
   }
-}
-
-/** The reason carried by a dead reply. */
-export function deadReason(message: Message): string {
-  try {
-    const reason = decode(message.data);
-    return typeof reason === 'string' ? reason : 'message could not be delivered';
-  } catch {
-    return 'message could not be delivered';
-  }
-}
-
-const randomPool = new Uint32Array(256);
-let randomLeft = 0;
-/** A random 32-bit integer, from a pool refilled by the CSPRNG. */
-function randomUint32(): number {
-  if (randomLeft === 0) {
-    getRandomValues(randomPool);
-    randomLeft = randomPool.length;
-  }
-  return randomPool[--randomLeft] as number;
 }

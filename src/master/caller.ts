@@ -1,7 +1,7 @@
 import { realpathSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { callOrigin } from '../core/dispatcher.js';
+import { callOrigin } from '../core/call-base.js';
 
 /**
  * Where the `require()` and `import()` of a shipped function resolve from:

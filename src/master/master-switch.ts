@@ -5,6 +5,7 @@ import { ConnectTimeoutError } from '../connection/errors.js';
 import type { ConnectionMethod } from '../connection/method.js';
 import { checkMethodOptions } from '../connection/method-options.js';
 import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
+import { setCallPreparation } from '../core/call-preparation.js';
 import { codeCacheForChildren } from '../core/code-cache.js';
 import { Context, type ContextFactory } from '../core/context.js';
 import { ChannelError, describeError, InvalidOptionError, ProtocolError, TimeoutError } from '../core/errors.js';
@@ -19,7 +20,7 @@ import { RouteRefusedError } from '../core/protocol/routes.js';
 import { ask, serve } from '../core/protocol/serve.js';
 import type { ConnectRequest, Runtime } from '../core/runtime.js';
 import type { Stream } from '../core/stream.js';
-import { MessageSwitch, type PreparedCall } from '../core/switch.js';
+import { MessageSwitch } from '../core/switch.js';
 import { bootstrapAssets } from './assets.js';
 import { baseDirectory, baseFile, callerModule, mainModule } from './caller.js';
 import { warmFunctionAnalysis } from './function-analysis.js';
@@ -138,7 +139,6 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
   private readonly logDebuggers = new Map<string, Logger>();
   private closing: Promise<void> | undefined;
   private readonly responder: ModuleResponder;
-  private readonly preparer = callPreparer();
   /** Contexts started from here, by ID, until they leave the tree (for listener peers: `worker.contexts()`). */
   private readonly started = new Map<number, C>();
   /** Makes the handles `connect()` resolves with (the public `Context`, given by the `Router` facade). */
@@ -193,6 +193,12 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     this.responder = new ModuleResponder(this, (message) => this.warn('module-refused', message), options.moduleFilter);
     for (const root of roots) this.responder.addRoot(root);
     this.base = options.base === undefined ? undefined : baseFile(options.base);
+    // Calls from the master: each distinct source analysed once (see `callPreparer`), modules served from their package.
+    setCallPreparation(this, {
+      prepare: callPreparer(),
+      resolveBase: (location, fn) => this.resolveBase(location, fn),
+      trustModuleOrigin: (location) => this.responder.trust(location),
+    });
     this.runtime = {
       router: this,
       broker: this.broker,
@@ -337,18 +343,13 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     return this.responder.stats();
   }
 
-  /** Analyses each distinct function source once (see `callPreparer`). */
-  override prepareCall(fn: Parameters<MessageSwitch['prepareCall']>[0]): PreparedCall {
-    return this.preparer(fn);
-  }
-
   /**
    * The file a call resolves from: its `base`, else the Router's `base`,
    * else the module that defines the function, else the one that called
    * tendril, else the main module; its package becomes one the responder
    * serves.
    */
-  override resolveBase(location: string | URL | undefined, fn?: object): string {
+  private resolveBase(location: string | URL | undefined, fn?: object): string {
     let file: string;
     if (location !== undefined) file = baseFile(location);
     else if (this.base !== undefined) file = this.base;
@@ -359,11 +360,6 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     this.responder.trust(file);
     this.responder.noteCallBase(file);
     return file;
-  }
-
-  /** Lets children be sent modules from the package `location` is in. */
-  override trustModuleOrigin(location: string): string {
-    return this.responder.trust(location);
   }
 
   /** Only IDs the master handed to a stream's subtree may be announced through it. */

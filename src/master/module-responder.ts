@@ -5,7 +5,7 @@ import { basename, dirname, isAbsolute, join, resolve as resolvePath, sep } from
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { deflateRaw } from 'node:zlib';
-import { CALL_FILE } from '../core/dispatcher.js';
+import { CALL_FILE } from '../core/call-base.js';
 import { CONNECTION_MODULE_ID, CORE_MODULE_ID, SSH_MODULE_ID, TOOLKIT_MODULE_ID } from '../core/importer.js';
 import { logger } from '../core/log.js';
 import type { Message } from '../core/message.js';

@@ -1,5 +1,5 @@
+import type { PreparedCall } from '../core/call-preparation.js';
 import { functionSource } from '../core/function-source.js';
-import type { PreparedCall } from '../core/switch.js';
 import { analyzeFunction } from './function-analysis.js';
 
 /** Distinct function sources whose analysis is kept, oldest dropped first. */

@@ -1,6 +1,7 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { EventEmitter } from 'eventemitter3';
+import { SHIP_AS_IS, setCallPreparation } from '../core/call-preparation.js';
 import { serviceName } from '../core/child-entry.js';
 import { ChannelError, TimeoutError } from '../core/errors.js';
 import { logger } from '../core/log.js';
@@ -8,7 +9,7 @@ import { MAX_TIMER, milliseconds, optionsObject, STOP_GRACE } from '../core/opti
 import { Receiver, type ReceiverOptions } from '../core/receiver.js';
 import type { ServiceName, ServiceOptions } from '../core/services.js';
 import { Stream } from '../core/stream.js';
-import { MessageSwitch, type PreparedCall, ROUTER_SWITCH, type RouterWarning } from '../core/switch.js';
+import { MessageSwitch, ROUTER_SWITCH, type RouterWarning } from '../core/switch.js';
 import { callPreparer } from '../master/prepare-call.js';
 import { Context } from '../toolkit/context.js';
 import { ACQUIRE_OPTIONS } from '../toolkit/pool/pool.js';
@@ -77,11 +78,11 @@ export interface ListenerClientEvents {
 
 /** The message switch of a joined process: ships functions as the master does, and keeps the process alive only while a call is in flight. */
 class PeerSwitch extends MessageSwitch {
-  private readonly preparer = callPreparer();
   private held = 0;
 
-  override prepareCall(fn: Parameters<MessageSwitch['prepareCall']>[0]): PreparedCall {
-    return this.preparer(fn);
+  constructor(...identity: ConstructorParameters<typeof MessageSwitch>) {
+    super(...identity);
+    setCallPreparation(this, { ...SHIP_AS_IS, prepare: callPreparer() });
   }
 
   override hold(): void {

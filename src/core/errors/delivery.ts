@@ -1,0 +1,41 @@
+import { TendrilError } from './base.js';
+
+/**
+ * A message could not reach its destination, or the context a reply was
+ * awaited from went away (it was shut down, killed, or an intermediate
+ * context on the path to it died). Pending calls to that context reject with
+ * this error instead of hanging.
+ */
+export class ChannelError extends TendrilError {
+  /** Name of the context that could not be reached, when known. */
+  readonly contextName: string;
+  /** ID of the context that could not be reached. */
+  readonly contextId: number;
+  /** Why delivery failed, e.g. `'no route to context 7'`. */
+  readonly reason: string;
+
+  /**
+   * @param contextName the unreachable context's name.
+   * @param contextId its ID.
+   * @param reason why delivery failed.
+   * @param code the stable `code`; subclasses pass their own.
+   */
+  constructor(contextName: string, contextId: number, reason: string, code = 'ERR_TENDRIL_CHANNEL') {
+    super(`context '${contextName}' (id ${contextId}) is unreachable: ${reason}`, code);
+    this.contextName = contextName;
+    this.contextId = contextId;
+    this.reason = reason;
+  }
+}
+
+/** The context was disconnected: its stream closed or it was shut down. */
+export class ContextDisconnectedError extends ChannelError {
+  /**
+   * @param contextName the context that went away.
+   * @param contextId its ID.
+   * @param reason why, e.g. `'end of stream (stream to web1)'`.
+   */
+  constructor(contextName: string, contextId: number, reason: string) {
+    super(contextName, contextId, reason, 'ERR_TENDRIL_DISCONNECTED');
+  }
+}

@@ -1,0 +1,40 @@
+import type { Stream } from './stream.js';
+
+/**
+ * Which streams keep the process alive: the parent's always, child
+ * streams only while requests are in flight, so a context with nothing to
+ * wait for can exit.
+ */
+export class EventLoopHolds {
+  private readonly streams = new Set<Stream>();
+  private inflight = 0;
+
+  /** Starts following `stream`; `parent` is the stream to the parent, if any. */
+  attach(stream: Stream, parent: Stream | undefined): void {
+    this.streams.add(stream);
+    if (this.inflight === 0 && stream !== parent) stream.unref();
+  }
+
+  /** Stops following a closed stream. */
+  detach(stream: Stream): void {
+    this.streams.delete(stream);
+  }
+
+  /** One more request in flight: child streams keep the event loop alive. */
+  hold(): void {
+    if (this.inflight++ === 0) for (const stream of this.streams) stream.ref();
+  }
+
+  /** Puts `stream` back in line with the requests in flight (see `MessageSwitch.followHolds`). */
+  follow(stream: Stream, parent: Stream | undefined): void {
+    if (this.inflight > 0 || stream === parent) stream.ref();
+    else stream.unref();
+  }
+
+  /** Undoes one `hold()`; when none remain, child streams stop keeping the process alive. */
+  release(parent: Stream | undefined): void {
+    if (--this.inflight === 0) {
+      for (const stream of this.streams) if (stream !== parent) stream.unref();
+    }
+  }
+}

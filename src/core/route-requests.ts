@@ -1,0 +1,109 @@
+import { describeError } from './errors.js';
+import { Message } from './message.js';
+import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
+import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC, RouteRefusedError } from './protocol/routes.js';
+import { type ServeOptions, serve } from './protocol/serve.js';
+import { MAX_ROUTES_PER_STREAM } from './route-table.js';
+import type { Stream } from './stream.js';
+import type { MessageSwitch } from './switch.js';
+
+/**
+ * The route requests between a context and its parent: a child announces
+ * the descendants it reaches (ADD_ROUTE), withdraws them (DEL_ROUTE) and
+ * reports streams backed up toward them (ROUTE_PRESSURE). Each is served
+ * only when the child may say it; this context sends the first two up
+ * when its own routes change.
+ */
+
+/** What a served route request changes, on the switch that serves it. */
+export interface RouteChanges {
+  /** Whether a descendant may announce `target` through `stream` (see `MessageSwitch.mayRoute`). */
+  mayRoute(target: number, stream: Stream): boolean;
+  /** True when `stream` announced as many contexts as it may, `target` not among them. */
+  isFull(target: number, stream: Stream): boolean;
+  /** Records the route a child announced, and tells this context's parent. */
+  addRoute(target: number, name: string, stream: Stream): void;
+  /** Forgets the route a child withdrew, and tells this context's parent. */
+  deleteRoute(target: number, reason: string): void;
+  /** Serves ROUTE_PRESSURE (see pressure.ts). */
+  onPressure(target: number, on: 0 | 1, stream: Stream | undefined): null;
+}
+
+/** Serves ADD_ROUTE, DEL_ROUTE and ROUTE_PRESSURE on `host`. */
+export function serveRouteRequests(host: MessageSwitch, changes: RouteChanges): void {
+  // A refusal was reported as it was made (`refuseRoute`); any other failure is a handler's.
+  const routeRequests: ServeOptions = {
+    onUnanswered: (error, message) => {
+      if (error instanceof RouteRefusedError) return;
+      host.warn('handler', `${host.name}: a route request from context ${message.src} failed: ${describeError(error)}`);
+    },
+  };
+  serve(
+    host,
+    ADD_ROUTE_SPEC,
+    ([target, name], _message, stream) => {
+      if (!stream || !changes.mayRoute(target, stream)) {
+        refuseRoute(host, 'ADD_ROUTE', target, stream, 'that ID does not belong to its subtree');
+      }
+      if (changes.isFull(target, stream)) {
+        refuseRoute(host, 'ADD_ROUTE', target, stream, `it already announced ${MAX_ROUTES_PER_STREAM} contexts`);
+      }
+      changes.addRoute(target, name, stream);
+      return null;
+    },
+    routeRequests,
+  );
+  serve(
+    host,
+    DEL_ROUTE_SPEC,
+    ([target, reason], _message, stream) => {
+      if (host.routeOf(target) !== stream) {
+        refuseRoute(host, 'DEL_ROUTE', target, stream, 'that context is not reached through it');
+      }
+      changes.deleteRoute(target, reason);
+      return null;
+    },
+    routeRequests,
+  );
+  serve(
+    host,
+    ROUTE_PRESSURE_SPEC,
+    ([target, on], _message, stream) => changes.onPressure(target, on, stream),
+    routeRequests,
+  );
+}
+
+/**
+ * Refuses a child's request about the route to `target`: reported once,
+ * as a `bad-route` warning, and thrown, so that a request that asked for
+ * a reply is answered with the error, never with success.
+ * @throws RouteRefusedError always.
+ */
+export function refuseRoute(
+  host: MessageSwitch,
+  handleName: string,
+  target: number,
+  stream: Stream | undefined,
+  reason: string,
+): never {
+  const error = new RouteRefusedError(handleName, target, stream?.name ?? host.name, reason);
+  host.warn('bad-route', `${host.name}: ${error.message}`);
+  throw error;
+}
+
+/** Tells the parent, if its stream is open, that `target` became reachable (ADD_ROUTE, with its name) or went away (DEL_ROUTE, with why). */
+export function announceRoute(
+  host: MessageSwitch,
+  spec: typeof ADD_ROUTE_SPEC | typeof DEL_ROUTE_SPEC,
+  target: number,
+  detail: string,
+): void {
+  if (host.parentStream && !host.parentStream.closed) {
+    host.parentStream.send(
+      Message.encoded({ dst: host.parentId, src: host.id, auth: host.id, handle: spec.handle, replyTo: 0 }, [
+        target,
+        detail,
+      ]),
+    );
+  }
+}

@@ -1,0 +1,124 @@
+import type { Stream } from './stream.js';
+
+/** Departed contexts remembered, for errors that say what became of them. */
+const MAX_DEPARTED = 1024;
+/** Most descendants one child stream may announce. */
+export const MAX_ROUTES_PER_STREAM = 65_536;
+
+/** What became of a context that went away: its name and why. */
+export interface Departure {
+  /** The name it had. */
+  name: string;
+  /** Why it went away, e.g. `'end of stream (stream to web1)'`. */
+  reason: string;
+}
+
+/**
+ * What a switch knows of the contexts it reaches: the stream each
+ * descendant is reached through, every context's name, and what became
+ * of the contexts that went away (so an error about one says why it is
+ * gone rather than that there is no route to it).
+ */
+export class RouteTable {
+  /** Descendant context ID -> stream it is reached through. */
+  private readonly routes = new Map<number, Stream>();
+  private readonly names = new Map<number, string>();
+  /** Contexts that went away: name and why, oldest first, at most MAX_DEPARTED. */
+  private readonly departed = new Map<number, Departure>();
+  /** Why contexts being stopped on purpose are going away, until they have. */
+  private readonly leaving = new Map<number, string>();
+  /** Routes announced through each child stream, to bound them. */
+  private readonly routeCounts = new Map<Stream, number>();
+
+  /** Name recorded for a context ID, or `'context <id>'`. */
+  nameOf(contextId: number): string {
+    return this.names.get(contextId) ?? this.departed.get(contextId)?.name ?? `context ${contextId}`;
+  }
+
+  /** True when a reachable context known here has this name. */
+  hasContextNamed(name: string): boolean {
+    for (const known of this.names.values()) if (known === name) return true;
+    return false;
+  }
+
+  /** Names of the reachable contexts known here that start with `prefix`. */
+  contextNamesStartingWith(prefix: string): string[] {
+    const found: string[] = [];
+    for (const known of this.names.values()) if (known.startsWith(prefix)) found.push(known);
+    return found;
+  }
+
+  /** Records a context's name for messages and errors. */
+  setName(contextId: number, name: string): void {
+    this.names.set(contextId, name);
+  }
+
+  /** The stream a descendant is reached through, if it is known. */
+  get(contextId: number): Stream | undefined {
+    return this.routes.get(contextId);
+  }
+
+  /** True when a route to `contextId` is recorded (its stream may have closed since). */
+  has(contextId: number): boolean {
+    return this.routes.has(contextId);
+  }
+
+  /**
+   * What became of `contextId` the last time it went away, if it is one of
+   * the last `MAX_DEPARTED` contexts that did (it may have a route again).
+   */
+  lastDeparture(contextId: number): Departure | undefined {
+    return this.departed.get(contextId);
+  }
+
+  /** The descendants reached through `stream`, as a list taken now. */
+  reachedThrough(stream: Stream): number[] {
+    const found: number[] = [];
+    for (const [target, via] of this.routes) if (via === stream) found.push(target);
+    return found;
+  }
+
+  /**
+   * Records that `contextId` is being stopped on purpose, so that once it
+   * is gone, errors about it give `why` instead of the stream's end.
+   */
+  expectDeparture(contextId: number, why: string): void {
+    if (this.routes.has(contextId)) this.leaving.set(contextId, why);
+  }
+
+  /** `expectDeparture` for every context reached. */
+  expectAllDepartures(why: string): void {
+    for (const contextId of this.routes.keys()) this.leaving.set(contextId, why);
+  }
+
+  /** True when `stream` has announced `MAX_ROUTES_PER_STREAM` contexts and `target` would be one more. */
+  isFull(target: number, stream: Stream): boolean {
+    return this.routes.get(target) !== stream && (this.routeCounts.get(stream) ?? 0) >= MAX_ROUTES_PER_STREAM;
+  }
+
+  /** Records that `target`, named `name`, is reached through `stream`. */
+  add(target: number, name: string, stream: Stream): void {
+    if (this.routes.get(target) !== stream) this.routeCounts.set(stream, (this.routeCounts.get(stream) ?? 0) + 1);
+    this.routes.set(target, stream);
+    this.names.set(target, name);
+  }
+
+  /**
+   * Forgets the route to `target` and remembers it as departed.
+   * @param streamReason why, unless it was expected to leave (`expectDeparture`).
+   * @returns why it departed; undefined when no route to it was recorded.
+   */
+  delete(target: number, streamReason: string): string | undefined {
+    const via = this.routes.get(target);
+    if (!via || !this.routes.delete(target)) return undefined;
+    const count = (this.routeCounts.get(via) ?? 1) - 1;
+    if (count > 0) this.routeCounts.set(via, count);
+    else this.routeCounts.delete(via);
+    const reason = this.leaving.get(target) ?? streamReason;
+    this.leaving.delete(target);
+    this.departed.set(target, { name: this.nameOf(target), reason });
+    this.names.delete(target);
+    if (this.departed.size > MAX_DEPARTED) this.departed.delete(this.departed.keys().next().value as number);
+    return reason;
+  }
+}
