@@ -98,6 +98,11 @@ function run(command: string, args: string[], input?: string): string {
 }
 
 function requireRoot(): void {
+  if (process.env.TENDRIL_TEST_TIER === 'quick') {
+    throw new Error(
+      'this file starts the SSH and sudo test bed (root, test accounts, sudoers, an sshd), which the quick tier never does: take it out of QUICK in test/run.mjs',
+    );
+  }
   if (process.getuid?.() !== 0) {
     throw new Error(
       'the SSH and sudo tests need root, to create test accounts and start a private sshd: run the suite as root (CI does)',
