@@ -16,6 +16,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -99,11 +100,13 @@ function provision() {
   }
   console.log(`Installing ${missing.join(' ')} with apt-get (needed by the SSH and sudo tests)...`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+  // Another run on this machine may be installing too: wait for its dpkg lock rather than fail.
+  const wait = ['-o', 'DPkg::Lock::Timeout=600'];
+  execFileSync('apt-get', [...wait, 'update', '-qq'], { stdio: 'inherit', env });
   const lacking = missing.filter((pkg) => !hasCandidate(pkg));
   const installable = missing.filter((pkg) => !lacking.includes(pkg));
   if (installable.length > 0)
-    execFileSync('apt-get', ['install', '-y', '-qq', ...installable], { stdio: 'inherit', env });
+    execFileSync('apt-get', [...wait, 'install', '-y', '-qq', ...installable], { stdio: 'inherit', env });
   for (const pkg of lacking) {
     if (pkg !== 'sudo-rs') {
       console.error(`apt-get cannot install ${pkg} on this system; the tests need it.`);
@@ -173,8 +176,11 @@ function unpackSudoRs(env) {
       join(dir, 'root/usr/lib/cargo/bin/sudo'),
       '/usr/lib/cargo/bin/sudo',
     ]);
-    rmSync('/usr/bin/sudo-rs', { force: true });
-    symlinkSync('../lib/cargo/bin/sudo', '/usr/bin/sudo-rs');
+    // By rename, so that a run unpacking it at the same time never sees it missing.
+    const link = `/usr/bin/.sudo-rs.${process.pid}`;
+    rmSync(link, { force: true });
+    symlinkSync('../lib/cargo/bin/sudo', link);
+    renameSync(link, '/usr/bin/sudo-rs');
     console.log(execFileSync('/usr/bin/sudo-rs', ['--version'], { encoding: 'utf8' }).trim());
   } catch (error) {
     console.error(`sudo-rs could not be installed, and the sudo-rs tests need it: ${error.message}`);
