@@ -7,9 +7,8 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Router } from 'tendril';
-import { sshLogin, startTestbed } from '../test/support/testbed.js';
+import { openSshArgs, sshLogin, startTestbed } from '../test/support/testbed.js';
 import { commandLine } from './cli.js';
-import { openSshArgs } from './openssh.js';
 import { median, row } from './report.js';
 
 const COMMANDS = 100;

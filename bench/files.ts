@@ -23,7 +23,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Context, Router } from 'tendril';
 import { switchOf } from '../test/support/internals.js';
-import { sshLogin, startTestbed, type Testbed } from '../test/support/testbed.js';
+import { openSshArgs, sshLogin, startTestbed, type Testbed } from '../test/support/testbed.js';
 import { commandLine } from './cli.js';
 import {
   atAbort,
@@ -42,7 +42,6 @@ import {
   type Table,
   timeShell,
 } from './flow-shared.js';
-import { openSshArgs } from './openssh.js';
 
 const THROUGHPUT_MIB = Number(process.env.FILES_MIB ?? 256);
 const ROUNDS = Number(process.env.FILES_ROUNDS ?? 5);

@@ -16,7 +16,7 @@ import { chmodSync, closeSync, mkdtempSync, openSync, readFileSync, rmSync, writ
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Context, Router } from 'tendril';
-import { startTestbed } from '../test/support/testbed.js';
+import { openSshArgs, startTestbed } from '../test/support/testbed.js';
 import { commandLine } from './cli.js';
 import { ANSIBLE_VARIANTS, runPlaybook, writePlaybook } from './compare/ansible.js';
 import { plot } from './compare/plot.js';
@@ -47,7 +47,6 @@ import {
   type Targets,
 } from './compare/tendril.js';
 import { MIB, median, progress, shellQuote, timeShell } from './flow-shared.js';
-import { openSshArgs } from './openssh.js';
 
 const { values: flags } = commandLine({
   script: 'node build/bench/index.js',
