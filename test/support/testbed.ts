@@ -225,8 +225,6 @@ function ensureAccounts(): Accounts {
   const { password, sudoer, target, tty, feedback } = accounts;
   const sudoers = [
     '# tendril test bed (test/support/testbed.ts)',
-    // The leak check's mark survives sudo, so a run knows its own processes (test/support/leak-check.ts).
-    `Defaults env_keep += "${MARK_VARIABLE}"`,
     `${sudoer.name} ALL=(${target.name}) NOPASSWD: ALL`,
     `${password.name} ALL=(${target.name}) ALL`,
     `Defaults:${tty.name} requiretty`,
@@ -248,6 +246,15 @@ function ensureAccounts(): Accounts {
   );
   const sudoersFile = '/etc/sudoers.d/tendril-test';
   replaceFile(sudoersFile, sudoers, 0o440, (draft) => run('visudo', ['-cf', draft]));
+  // The leak check's mark survives sudo, so a run knows its own processes
+  // (test/support/leak-check.ts). A file of its own, which a run of an
+  // older checkout, rewriting the rules above, leaves in place.
+  replaceFile(
+    `${sudoersFile}-mark`,
+    `# tendril test bed (test/support/testbed.ts)\nDefaults env_keep += "${MARK_VARIABLE}"\n`,
+    0o440,
+    (draft) => run('visudo', ['-cf', draft]),
+  );
   const doasConf = '/etc/doas.conf';
   if (existsSync(doasConf) && !readFileSync(doasConf, 'utf8').startsWith('# tendril test bed')) {
     throw new Error(`${doasConf} exists and is not the test bed's; not overwriting it`);
