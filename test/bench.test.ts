@@ -81,7 +81,7 @@ test('every bench script answers --help with its usage, and refuses an unknown o
     assert.match(help.stdout, /\n {2}-h, --help +print this help and exit/, script);
     const wrong = spawnSync(process.execPath, [path, '--no-such-option'], { encoding: 'utf8', timeout: 30_000 });
     assert.equal(wrong.status, 2, `${script} --no-such-option: ${wrong.stdout}${wrong.stderr}`);
-    assert.match(wrong.stderr, /Unknown option '--no-such-option'[^]*\nUsage: node build\/bench\//, script);
+    assert.match(wrong.stderr, /Unknown option '--no-such-option'[\s\S]*\nUsage: node build\/bench\//, script);
     assert.doesNotMatch(wrong.stderr, /\n\s+at /, `${script} printed a stack`);
   }
 });
