@@ -7,8 +7,8 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Router } from 'tendril';
-import { sshLogin, startTestbed } from '../test/support/testbed.js';
-import { openSshArgs } from './openssh.js';
+import { openSshArgs, sshLogin, startTestbed } from '../test/support/testbed.js';
+import { commandLine } from './cli.js';
 import { median, row } from './report.js';
 
 const COMMANDS = 100;
@@ -79,4 +79,12 @@ export async function benchCommands(): Promise<void> {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await benchCommands();
+if (import.meta.url === `file://${process.argv[1]}`) {
+  commandLine({
+    script: 'node build/bench/commands.js',
+    description: `Commands (npm run bench:commands): ${COMMANDS} sequential exec('true') on one ssh context
+against ${COMMANDS} ssh host true over an OpenSSH ControlMaster connection, both against
+the suite's loopback sshd. Needs root (the test bed).`,
+  });
+  await benchCommands();
+}

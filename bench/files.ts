@@ -23,7 +23,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Context, Router } from 'tendril';
 import { switchOf } from '../test/support/internals.js';
-import { sshLogin, startTestbed, type Testbed } from '../test/support/testbed.js';
+import { openSshArgs, sshLogin, startTestbed, type Testbed } from '../test/support/testbed.js';
+import { commandLine } from './cli.js';
 import {
   atAbort,
   type Contender,
@@ -31,6 +32,7 @@ import {
   mbps,
   median,
   mib,
+  partArgument,
   percent,
   progress,
   rssOf,
@@ -40,7 +42,6 @@ import {
   type Table,
   timeShell,
 } from './flow-shared.js';
-import { openSshArgs } from './openssh.js';
 
 const THROUGHPUT_MIB = Number(process.env.FILES_MIB ?? 256);
 const ROUNDS = Number(process.env.FILES_ROUNDS ?? 5);
@@ -315,4 +316,18 @@ const PARTS: Record<string, (table: Table) => Promise<void>> = {
   fanout: benchFanout,
 };
 
-await runParts('file-transfer', PARTS);
+const { positionals: picked } = commandLine({
+  script: 'node build/bench/files.js',
+  description: `File transfer (npm run bench:files): throughput to a local child and to an ssh context
+beside cat | cat and cat | ssh cat, the memory of a 1 GiB copy through an
+intermediate, and router.copy()'s fan-out. Needs root (the suite's loopback sshd).`,
+  environment: {
+    FILES_MIB: 'MiB per throughput run (default 256)',
+    FILES_ROUNDS: 'rounds (default 5)',
+    FILES_MEMORY_MIB: 'MiB of the memory part (default 1024)',
+    FILES_FANOUT: 'grandchildren of the fan-out part (default 4)',
+    FILES_FANOUT_MIB: 'MiB of the fan-out part (default 64)',
+  },
+  arguments: [partArgument(PARTS)],
+});
+await runParts('file-transfer', PARTS, picked);

@@ -21,7 +21,8 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ContextPool, type PoolTarget, Router } from 'tendril';
 import { DEFAULT_MAX_CONNECTING } from '#dist/internal.js';
-import { type Contender, median, mib, progress, runParts, runRounds, type Table } from './flow-shared.js';
+import { commandLine } from './cli.js';
+import { type Contender, median, mib, partArgument, progress, runParts, runRounds, type Table } from './flow-shared.js';
 
 const CONTEXTS = 100;
 const CONCURRENCY = 20;
@@ -189,13 +190,31 @@ async function benchRetained(table: Table): Promise<void> {
   table.add('heap retained per target', `${perTarget.toFixed(0)} B`, 'its entry, outcome and summary line, after gc');
 }
 
-if (process.argv[2] === '--retained') {
+const PARTS = { fleet: benchFleet, memory: benchRetained };
+const { values, positionals } = commandLine({
+  script: 'node build/bench/fleet.js',
+  description: `Fleets (npm run bench:fleet): ${CONTEXTS} local contexts, one call each, three ways
+(router.fleet() over the pool, the same with maxConnecting ${CONCURRENCY}, Promise.all
+of router.local()), each round in a fresh master; and the heap a finished fleet keeps
+per target. Needs no root.`,
+  options: {
+    round: {
+      type: 'string',
+      value: 'WAY',
+      description: `internal: run one round as WAY (${Object.keys(WAYS).join(', ')}) and print it as JSON`,
+    },
+    retained: { type: 'boolean', description: 'internal: measure the memory part in this process (needs --expose-gc)' },
+  },
+  arguments: [partArgument(PARTS)],
+  environment: { FLEET_ROUNDS: 'rounds, after one warm-up round of each way (default 5)' },
+});
+if (values.retained) {
   console.log(await retained());
-} else if (process.argv[2] === '--round') {
-  const way = process.argv[3] as Way;
+} else if (values.round !== undefined) {
+  const way = values.round as Way;
   if (!(way in WAYS)) throw new Error(`unknown round ${way}; one of ${Object.keys(WAYS).join(', ')}`);
   console.log(JSON.stringify(await round(way)));
 } else {
   progress(`${CONTEXTS} local contexts, ${ROUNDS} rounds of ${Object.keys(WAYS).length} ways`);
-  await runParts('fleet', { fleet: benchFleet, memory: benchRetained });
+  await runParts('fleet', PARTS, positionals);
 }

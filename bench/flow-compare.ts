@@ -2,10 +2,11 @@
 // 1 MiB argument, of this tree's build against the build of an earlier
 // commit (`BASE`, default HEAD~1), both imported into this process by
 // absolute path and timed in alternating rounds. The earlier commit is
-// checked out as a git worktree in /tmp and built there once (kept for
-// later runs). Issue 9's target: within 5% of the earlier commit.
+// exported (git archive) into /tmp and built there once (kept for later
+// runs). Issue 9's target: within 5% of the earlier commit.
 import { execFileSync } from 'node:child_process';
-import { existsSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -20,21 +21,40 @@ const MIB_CALLS = 50;
 /** This build's package root (build/bench/ is two levels down). */
 const here = realpathSync(fileURLToPath(new URL('../..', import.meta.url)));
 
-/** Checks out and builds `base` in /tmp unless already done; returns the worktree's path and commit. */
+/**
+ * Exports and builds `base` in /tmp unless already done; returns the
+ * directory and commit. One cache per commit and per checkout (it links
+ * this checkout's node_modules). It is built in a directory of its own and
+ * renamed into place complete, so two runs building the same base at once
+ * never build in, or read, a half-built tree: the later one uses the first.
+ */
 function buildBase(base: string): { dir: string; commit: string } {
   const git = (...args: string[]) => execFileSync('git', ['-C', here, ...args], { encoding: 'utf8' }).trim();
   const commit = git('rev-parse', '--verify', `${base}^{commit}`);
-  const dir = join(tmpdir(), `tendril-base-${commit.slice(0, 12)}`);
-  const built = join(dir, '.bench-built');
-  if (existsSync(built)) return { dir, commit };
-  if (!existsSync(dir)) git('worktree', 'add', '--detach', dir, commit);
-  if (!existsSync(join(dir, 'node_modules')))
-    symlinkSync(realpathSync(join(here, 'node_modules')), join(dir, 'node_modules'));
-  progress(`latency: building ${base} (${commit.slice(0, 12)}) in ${dir}`);
-  execFileSync('npm', ['run', 'build'], { cwd: dir, stdio: ['ignore', process.stderr, process.stderr] });
-  writeFileSync(built, `${commit}\n`);
+  const checkout = createHash('sha256').update(here).digest('hex').slice(0, 8);
+  const dir = join(tmpdir(), `tendril-base-${commit.slice(0, 12)}-${checkout}`);
+  if (existsSync(join(dir, BUILT))) return { dir, commit };
+  const work = mkdtempSync(`${dir}.building-`);
+  try {
+    execFileSync('sh', ['-c', 'git -C "$1" archive "$2" | tar -x -C "$3"', 'sh', here, commit, work]);
+    symlinkSync(realpathSync(join(here, 'node_modules')), join(work, 'node_modules'));
+    progress(`latency: building ${base} (${commit.slice(0, 12)}) in ${work}`);
+    execFileSync('npm', ['run', 'build'], { cwd: work, stdio: ['ignore', process.stderr, process.stderr] });
+    writeFileSync(join(work, BUILT), `${commit}\n`);
+    try {
+      renameSync(work, dir);
+    } catch (error) {
+      // Another run put its build there first: that one is used.
+      if (!existsSync(join(dir, BUILT))) throw error;
+    }
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
   return { dir, commit };
 }
+
+/** Written into a base's build directory once it is complete. */
+const BUILT = '.bench-built';
 
 interface Side {
   label: string;

@@ -4,6 +4,7 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { Context, Receiver, Router, Sender } from 'tendril';
+import type { BenchArgument } from './cli.js';
 import { row } from './report.js';
 
 export const MIB = 1024 * 1024;
@@ -194,20 +195,27 @@ export class Table {
   }
 }
 
+/** The command-line argument naming parts of a bench to run (see runParts). */
+export function partArgument(parts: Record<string, unknown>): BenchArgument {
+  return {
+    name: 'part',
+    description: 'a part to run (default: every part)',
+    choices: Object.keys(parts),
+    repeated: true,
+  };
+}
+
 /**
- * Runs the parts named on the command line (all when none is), each adding
+ * Runs the parts named in `picked` (see partArgument) (all when none is), each adding
  * to one table printed at the end; a part that throws is reported in the
  * table and makes the exit code 1. SIGINT and SIGTERM run the `atAbort`
  * cleanups, so no sshd or context outlives an interrupted run.
  */
-export async function runParts(title: string, parts: Record<string, (table: Table) => Promise<void>>): Promise<void> {
-  const picked = process.argv.slice(2);
-  for (const name of picked) {
-    if (!(name in parts)) {
-      console.error(`unknown part ${name}; the parts are: ${Object.keys(parts).join(', ')}`);
-      process.exit(2);
-    }
-  }
+export async function runParts(
+  title: string,
+  parts: Record<string, (table: Table) => Promise<void>>,
+  picked: string[],
+): Promise<void> {
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
       console.error(`${title} bench: ${signal}: shutting down contexts and the test bed`);

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Context, Router } from 'tendril';
-import { sshLogin, startTestbed, type Testbed } from '../test/support/testbed.js';
+import { openSshArgs as sshInto, sshLogin, startTestbed, type Testbed } from '../test/support/testbed.js';
 import {
   atAbort,
   type Contender,
@@ -24,7 +24,6 @@ import {
   type Table,
   timeShell,
 } from './flow-shared.js';
-import { openSshArgs as sshInto } from './openssh.js';
 
 const VALUES = Number(process.env.FLOW_MIB ?? 256);
 const ROUNDS = Number(process.env.FLOW_ROUNDS ?? 5);

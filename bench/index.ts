@@ -15,9 +15,9 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { type Context, Router } from 'tendril';
-import { startTestbed } from '../test/support/testbed.js';
+import { openSshArgs, startTestbed } from '../test/support/testbed.js';
+import { commandLine } from './cli.js';
 import { ANSIBLE_VARIANTS, runPlaybook, writePlaybook } from './compare/ansible.js';
 import { plot } from './compare/plot.js';
 import {
@@ -47,10 +47,21 @@ import {
   type Targets,
 } from './compare/tendril.js';
 import { MIB, median, progress, shellQuote, timeShell } from './flow-shared.js';
-import { openSshArgs } from './openssh.js';
 
-const { values: flags } = parseArgs({
-  options: { smoke: { type: 'boolean' }, 'write-docs': { type: 'boolean' }, json: { type: 'string' } },
+const { values: flags } = commandLine({
+  script: 'node build/bench/index.js',
+  description: `tendril beside its peers (npm run bench): Mitogen, plain OpenSSH, node -e 0, cat through
+pipes and ssh, a raw Node pipe echo and Ansible, every figure measured in this run,
+against the test suite's loopback sshd. Needs root (the test bed), python3-mitogen,
+ansible-core and ansible-mitogen.`,
+  options: {
+    smoke: { type: 'boolean', description: 'every measurement once, with small sizes (what the suite runs)' },
+    'write-docs': {
+      type: 'boolean',
+      description: 'rewrite the table, versions and plot in docs/performance.md and .svg',
+    },
+    json: { type: 'string', value: 'FILE', description: 'also write the results as JSON to FILE' },
+  },
 });
 const SMOKE = flags.smoke === true;
 const ROUNDS = SMOKE ? 1 : 10;

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Context, joinListener, type ListenerClientTarget, Router } from 'tendril';
 import { sshLogin, startTestbed } from '../test/support/testbed.js';
+import { commandLine } from './cli.js';
 import { median, quantile } from './flow-shared.js';
 import { row } from './report.js';
 
@@ -144,5 +145,17 @@ async function master(): Promise<void> {
   }
 }
 
-if (process.argv[2] === 'worker') await worker(process.argv[3] as string, JSON.parse(process.argv[4] as string));
+const { positionals } = commandLine({
+  script: 'node build/bench/listener.js',
+  description: `Calls through the UNIX listener (npm run bench:listener): ${WORKERS} worker processes x ${CALLS}
+calls to one ssh context shared through the master's pool, beside the master making
+the same calls itself, against the suite's loopback sshd. Needs root (the test bed).`,
+  arguments: [
+    { name: 'worker', description: 'internal: run as one of the workers the bench forks', choices: ['worker'] },
+    { name: 'socket', description: "internal: the worker's listener socket" },
+    { name: 'target', description: "internal: the worker's target, as JSON" },
+  ],
+  environment: { LISTENER_ROUNDS: 'rounds (default 5)' },
+});
+if (positionals[0] === 'worker') await worker(positionals[1] as string, JSON.parse(positionals[2] as string));
 else await master();

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -56,5 +56,52 @@ test('npm run bench, in smoke mode, measures every row against every peer', { ti
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** Every bench script a user runs (or the bench runs as a process), relative to bench/. */
+const SCRIPTS = [
+  'index',
+  'flow',
+  'files',
+  'commands',
+  'listener',
+  'fleet',
+  'scripts/call',
+  'scripts/fanout',
+  'scripts/steps',
+];
+
+test('every bench script answers --help with its usage, and refuses an unknown option with its usage, no stack', () => {
+  for (const script of SCRIPTS) {
+    const path = join(ROOT, 'build', 'bench', `${script}.js`);
+    const help = spawnSync(process.execPath, [path, '--help'], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(help.status, 0, `${script} --help: ${help.stderr}`);
+    assert.match(help.stdout, new RegExp(`^Usage: node build/bench/${script}\\.js \\[--help\\]`), script);
+    assert.match(help.stdout, /\n {2}-h, --help +print this help and exit/, script);
+    const wrong = spawnSync(process.execPath, [path, '--no-such-option'], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(wrong.status, 2, `${script} --no-such-option: ${wrong.stdout}${wrong.stderr}`);
+    assert.match(wrong.stderr, /Unknown option '--no-such-option'[\s\S]*\nUsage: node build\/bench\//, script);
+    assert.doesNotMatch(wrong.stderr, /\n\s+at /, `${script} printed a stack`);
+  }
+});
+
+test('the list above holds every bench script with a command line, and none reads process.argv itself', () => {
+  const sources = ['', 'scripts/', 'compare/'].flatMap((dir) =>
+    readdirSync(join(ROOT, 'bench', dir))
+      .filter((name) => name.endsWith('.ts'))
+      .map((name) => `${dir}${name.slice(0, -3)}`),
+  );
+  const withCommandLine = sources.filter((name) =>
+    /\bcommandLine\(\{/.test(readFileSync(join(ROOT, 'bench', `${name}.ts`), 'utf8')),
+  );
+  assert.deepEqual(withCommandLine.sort(), [...SCRIPTS].sort());
+  for (const name of sources) {
+    if (name === 'cli') continue;
+    assert.doesNotMatch(
+      readFileSync(join(ROOT, 'bench', `${name}.ts`), 'utf8'),
+      /process\.argv\[[^1]|process\.argv\.slice/,
+      name,
+    );
   }
 });

@@ -1,10 +1,14 @@
 // Runs the compiled test suite with the leak check loaded into every test
-// file. Usage: node test/run.mjs [test files...] (default: all).
+// file. Usage:
+//   node test/run.mjs                 every file (npm test; CI, as root)
+//   node test/run.mjs --quick         the quick tier, QUICK below (npm run test:unit; no root)
+//   node test/run.mjs build/test/x.test.js ...   those files
 //
 // The SSH and sudo tests need a real OpenSSH server, sudo, sudo-rs, doas
 // and util-linux's script; when they are missing and this runs as root (CI
 // does), they are installed with apt-get first. Otherwise this says what
-// to install and fails: a skipped test would read as a pass.
+// to install and fails: a skipped test would read as a pass. The quick tier
+// installs nothing: its files need none of that.
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
   existsSync,
@@ -12,6 +16,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -19,6 +24,53 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+/**
+ * The quick tier: the files a contributor runs without root in under a
+ * minute, declared here and nowhere else. They use in-process router pairs
+ * and local children only: no test bed (accounts, sudoers, sshd), no other
+ * Node versions, no network, no apt-get. A file listed here that needs any
+ * of that fails saying so (test/support/testbed.ts, test/support/nodes.ts
+ * read TENDRIL_TEST_TIER): it is never skipped. Left out, besides those:
+ * bench (80 s), commands-bounds (40 s) and files-hostile (25 s), which are
+ * slow, and listener, which runs workers as another uid.
+ */
+const QUICK = [
+  'bootstrap',
+  'calls',
+  'cancellation',
+  'channels',
+  'codec',
+  'cold-path',
+  'copy-progress-example',
+  'errors',
+  'first-script',
+  'fleet',
+  'flow',
+  'framing',
+  'fuzz',
+  'known-hosts',
+  'lifecycle',
+  'logs',
+  'module-roots',
+  'module-trust',
+  'modules',
+  'options',
+  'package',
+  'receiver-bounds',
+  'router-pair',
+  'routing',
+  'senders',
+  'ssh-config',
+  'trust',
+];
+
+/**
+ * Quick-tier files run this many at a time, whatever the cores: most of
+ * their time is spent waiting out timeouts, not computing.
+ */
+const QUICK_CONCURRENCY = 4;
 
 const SYSTEM_TOOLS = [
   ['/usr/sbin/sshd', 'openssh-server'],
@@ -48,11 +100,13 @@ function provision() {
   }
   console.log(`Installing ${missing.join(' ')} with apt-get (needed by the SSH and sudo tests)...`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+  // Another run on this machine may be installing too: wait for its dpkg lock rather than fail.
+  const wait = ['-o', 'DPkg::Lock::Timeout=600'];
+  execFileSync('apt-get', [...wait, 'update', '-qq'], { stdio: 'inherit', env });
   const lacking = missing.filter((pkg) => !hasCandidate(pkg));
   const installable = missing.filter((pkg) => !lacking.includes(pkg));
   if (installable.length > 0)
-    execFileSync('apt-get', ['install', '-y', '-qq', ...installable], { stdio: 'inherit', env });
+    execFileSync('apt-get', [...wait, 'install', '-y', '-qq', ...installable], { stdio: 'inherit', env });
   for (const pkg of lacking) {
     if (pkg !== 'sudo-rs') {
       console.error(`apt-get cannot install ${pkg} on this system; the tests need it.`);
@@ -122,8 +176,11 @@ function unpackSudoRs(env) {
       join(dir, 'root/usr/lib/cargo/bin/sudo'),
       '/usr/lib/cargo/bin/sudo',
     ]);
-    rmSync('/usr/bin/sudo-rs', { force: true });
-    symlinkSync('../lib/cargo/bin/sudo', '/usr/bin/sudo-rs');
+    // By rename, so that a run unpacking it at the same time never sees it missing.
+    const link = `/usr/bin/.sudo-rs.${process.pid}`;
+    rmSync(link, { force: true });
+    symlinkSync('../lib/cargo/bin/sudo', link);
+    renameSync(link, '/usr/bin/sudo-rs');
     console.log(execFileSync('/usr/bin/sudo-rs', ['--version'], { encoding: 'utf8' }).trim());
   } catch (error) {
     console.error(`sudo-rs could not be installed, and the sudo-rs tests need it: ${error.message}`);
@@ -135,17 +192,50 @@ function unpackSudoRs(env) {
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const built = join(root, 'build', 'test');
-provision();
-const files =
-  process.argv.length > 2
-    ? process.argv.slice(2)
-    : readdirSync(built)
-        .filter((name) => name.endsWith('.test.js'))
-        .sort()
-        .map((name) => join(built, name));
+const { values: flags, positionals } = parseArgs({
+  options: { quick: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } },
+  allowPositionals: true,
+});
+if (flags.help) {
+  console.log(
+    'Usage: node test/run.mjs [--quick] [build/test/<name>.test.js ...]\n  (no arguments: every test file; --quick: the quick tier, QUICK in test/run.mjs)',
+  );
+  process.exit(0);
+}
+const env = { ...process.env };
+let files;
+if (flags.quick) {
+  if (positionals.length > 0) {
+    console.error('--quick runs the files QUICK in test/run.mjs lists; give either --quick or files');
+    process.exit(2);
+  }
+  files = QUICK.map((name) => join(built, `${name}.test.js`));
+  const absent = files.filter((file) => !existsSync(file));
+  if (absent.length > 0) {
+    console.error(`QUICK in test/run.mjs names test files that are not built: ${absent.join(', ')}`);
+    process.exit(1);
+  }
+  env.TENDRIL_TEST_TIER = 'quick';
+} else {
+  provision();
+  files =
+    positionals.length > 0
+      ? positionals
+      : readdirSync(built)
+          .filter((name) => name.endsWith('.test.js'))
+          .sort()
+          .map((name) => join(built, name));
+}
 const result = spawnSync(
   process.execPath,
-  ['--import', join(built, 'support', 'leak-check.js'), '--test', '--test-reporter=spec', ...files],
-  { stdio: 'inherit', cwd: root },
+  [
+    '--import',
+    join(built, 'support', 'leak-check.js'),
+    '--test',
+    '--test-reporter=spec',
+    ...(flags.quick ? [`--test-concurrency=${QUICK_CONCURRENCY}`] : []),
+    ...files,
+  ],
+  { stdio: 'inherit', cwd: root, env },
 );
 process.exit(result.status ?? 1);

@@ -120,7 +120,9 @@ def inproc(router):
             samples = []
             for _ in range(1 if SMOKE else 3):
                 started = time.perf_counter()
-                size = targets[kind].call(fetch, router.myself(), SSH['file'], '/dev/shm/mitogen-bench-copy')
+                # Beside the file, in this run's scratch directory: another run's copy never collides with it.
+                dest = os.path.join(os.path.dirname(SSH['file']), 'mitogen-copy-' + kind)
+                size = targets[kind].call(fetch, router.myself(), SSH['file'], dest)
                 samples.append(ms(time.perf_counter() - started))
             out['copy-' + kind] = samples
         pool.stop()

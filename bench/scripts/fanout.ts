@@ -2,8 +2,16 @@
 // time (ms) and this master's peak RSS (bytes) as JSON.
 import { readFileSync } from 'node:fs';
 import { Router } from 'tendril';
+import { commandLine } from '../cli.js';
 
-const count = Number(process.argv[2]);
+const count = Number(
+  commandLine({
+    script: 'node build/bench/scripts/fanout.js',
+    description: `Starts COUNT local contexts at once, one call each, and prints the wall time (ms) and
+this master's peak RSS (bytes) as JSON.`,
+    arguments: [{ name: 'COUNT', description: 'contexts to start', count: true, required: true }],
+  }).positionals[0],
+);
 const started = performance.now();
 const router = new Router();
 await Promise.all(

@@ -11,46 +11,94 @@
  * left it. Leftover processes are then killed.
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { after, afterEach, beforeEach } from 'node:test';
+import { MARK_VARIABLE } from './run-mark.js';
 
-/** Every process started by a test inherits this variable (tendril passes the environment on). */
-export const RUN_MARK = `${process.pid}.${Date.now()}`;
-process.env.TENDRIL_TEST_RUN = RUN_MARK;
-const needle = `TENDRIL_TEST_RUN=${RUN_MARK}`;
+/**
+ * This test file's mark, in MARK_VARIABLE. tendril passes the environment
+ * on to local children; the test bed carries the mark across the account
+ * switches that reset the environment: its sshd sets it in every session
+ * (sshd_config SetEnv), sudo and sudo-rs keep it (sudoers env_keep), doas
+ * too (setenv). Random, so that another run on the same machine
+ * (another clone, another file run at the same time) never has the same.
+ */
+export const RUN_MARK = `${process.pid}.${randomBytes(6).toString('hex')}`;
+process.env[MARK_VARIABLE] = RUN_MARK;
 
 /** How long exits and closes that are already under way get to finish, in ms. */
 const SETTLE_MS = 1500;
 
-/** UIDs of the test bed's accounts (test/support/testbed.ts): their processes are the suite's too. */
-function testAccountUids(): Set<number> {
-  const uids = new Set<number>();
-  try {
-    for (const line of readFileSync('/etc/passwd', 'latin1').split('\n')) {
-      const [name, , uid] = line.split(':');
-      if (name?.startsWith('tendril-')) uids.add(Number(uid));
-    }
-  } catch {
-    // No passwd file: no test accounts either.
-  }
-  return uids;
+interface ProcessInfo {
+  ppid: number;
+  /**
+   * The mark in its environment: a string when it has one, `''` when its
+   * environment has none, undefined when it cannot be read (another user's,
+   * or overwritten by a process title, as sshd's are).
+   */
+  mark: string | undefined;
 }
 
-/** Processes carrying this run's mark or running as a test account, other than this one. */
-export function markedProcesses(): { pid: number; cmdline: string }[] {
-  const found: { pid: number; cmdline: string }[] = [];
-  const accounts = testAccountUids();
+/** Every live, non-zombie process but this one: its parent and its mark. */
+function processTable(): Map<number, ProcessInfo> {
+  const table = new Map<number, ProcessInfo>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
     try {
-      const status = readFileSync(`/proc/${entry}/status`, 'latin1');
-      const uid = Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]);
-      const environ = accounts.has(uid) ? '' : readFileSync(`/proc/${entry}/environ`, 'latin1');
-      if (!accounts.has(uid) && !environ.split('\0').includes(needle)) continue;
-      const state = readFileSync(`/proc/${entry}/stat`, 'latin1').split(') ')[1]?.[0];
+      const stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
+      const [state, ppid] = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
       if (state === 'Z') continue; // A zombie of someone else's child is not ours to reap.
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'latin1').replaceAll('\0', ' ').trim().slice(0, 160);
-      found.push({ pid: Number(entry), cmdline });
+      table.set(Number(entry), { ppid: Number(ppid), mark: markOf(entry) });
+    } catch {
+      // The process ended while being read.
+    }
+  }
+  return table;
+}
+
+function markOf(pid: string): string | undefined {
+  let environ: string;
+  try {
+    environ = readFileSync(`/proc/${pid}/environ`, 'latin1');
+  } catch {
+    return undefined;
+  }
+  // sshd and Node rewrite their process title over the environment: a
+  // block without an = sign is such a title, not an environment.
+  const variables = environ.split('\0').filter((v) => v !== '');
+  if (variables.length > 0 && !variables.every((v) => v.includes('='))) return undefined;
+  const found = variables.find((v) => v.startsWith(`${MARK_VARIABLE}=`));
+  return found === undefined ? '' : found.slice(MARK_VARIABLE.length + 1);
+}
+
+/**
+ * True when `pid` is provably this file's: the nearest process, from it up
+ * through its ancestors, whose environment carries a mark carries this
+ * file's. A process whose own mark is another run's is that run's, whoever
+ * started it; one with no mark anywhere up its line (the reparented orphan
+ * of an su -l, a process of a test account another run started) is not
+ * provably ours, and is neither reported nor killed.
+ */
+function isOurs(pid: number, table: Map<number, ProcessInfo>): boolean {
+  let info = table.get(pid);
+  for (let hops = 0; info !== undefined && hops < 64; hops++) {
+    if (info.mark) return info.mark === RUN_MARK;
+    if (info.ppid === process.pid) return true; // This file's own child.
+    info = table.get(info.ppid);
+  }
+  return false;
+}
+
+/** This file's processes, other than itself (see isOurs). */
+export function markedProcesses(): { pid: number; cmdline: string }[] {
+  const table = processTable();
+  const found: { pid: number; cmdline: string }[] = [];
+  for (const pid of table.keys()) {
+    if (!isOurs(pid, table)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim().slice(0, 160);
+      found.push({ pid, cmdline });
     } catch {
       // The process ended while being read.
     }

@@ -24,9 +24,15 @@ const CACHE = join(ROOT, '.cache', 'node');
 /**
  * Path of a Node binary of `version` (a major, for its newest release, or
  * an exact version), downloading it on first use.
- * @throws Error saying what failed when it cannot be fetched (no registry access, unknown version).
+ * @throws Error saying what failed when it cannot be fetched (no registry access, unknown version),
+ *   and in the quick tier (TENDRIL_TEST_TIER=quick), which runs no other Node.
  */
 export function nodeBinary(version: number | string): string {
+  if (process.env.TENDRIL_TEST_TIER === 'quick') {
+    throw new Error(
+      `this file runs Node ${version}, which the quick tier never fetches nor relies on having cached: take it out of QUICK in test/run.mjs`,
+    );
+  }
   const binary = join(CACHE, String(version), 'bin', 'node');
   if (existsSync(binary)) return binary;
   const work = mkdtempSync(join(tmpdir(), `tendril-node${version}-`));

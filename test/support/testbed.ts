@@ -7,10 +7,21 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { MARK_VARIABLE } from './run-mark.js';
 
 /** A test account and the password it has for this run. */
 export interface Account {
@@ -78,6 +89,28 @@ export function sshLogin(bed: Testbed, account: Account = bed.accounts.sudoer) {
   };
 }
 
+/**
+ * Arguments that log plain OpenSSH's `ssh` into the suite's loopback sshd
+ * as the sudoer account, with the test bed's key and known_hosts, before
+ * the remote command. `options` are extra `-o` settings, such as
+ * `'Compression=no'`.
+ */
+export function openSshArgs(bed: Testbed, options: string[] = []): string[] {
+  return [
+    '-T',
+    '-o',
+    'BatchMode=yes',
+    ...options.flatMap((option) => ['-o', option]),
+    '-o',
+    `UserKnownHostsFile=${bed.knownHosts}`,
+    '-i',
+    bed.keyFile,
+    '-p',
+    String(bed.port),
+    `${bed.accounts.sudoer.name}@127.0.0.1`,
+  ];
+}
+
 const ROLES: Record<keyof Accounts, string> = {
   key: 'tendril-key',
   password: 'tendril-pw',
@@ -98,6 +131,11 @@ function run(command: string, args: string[], input?: string): string {
 }
 
 function requireRoot(): void {
+  if (process.env.TENDRIL_TEST_TIER === 'quick') {
+    throw new Error(
+      'this file starts the SSH and sudo test bed (root, test accounts, sudoers, an sshd), which the quick tier never does: take it out of QUICK in test/run.mjs',
+    );
+  }
   if (process.getuid?.() !== 0) {
     throw new Error(
       'the SSH and sudo tests need root, to create test accounts and start a private sshd: run the suite as root (CI does)',
@@ -201,28 +239,54 @@ function ensureAccounts(): Accounts {
   ].join('\n');
   // A login profile that prints an error, as real ones do: su's refusals must not match it.
   const profileHome = run('getent', ['passwd', accounts.profile.name]).split(':')[5] as string;
-  writeFileSync(join(profileHome, '.bash_profile'), '# tendril test bed (test/support/testbed.ts)\ncd /root\ncd\n', {
-    mode: 0o644,
-  });
+  replaceFile(
+    join(profileHome, '.bash_profile'),
+    '# tendril test bed (test/support/testbed.ts)\ncd /root\ncd\n',
+    0o644,
+  );
   const sudoersFile = '/etc/sudoers.d/tendril-test';
-  writeFileSync(`${sudoersFile}.new`, sudoers, { mode: 0o440 });
-  run('visudo', ['-cf', `${sudoersFile}.new`]);
-  run('mv', [`${sudoersFile}.new`, sudoersFile]);
+  replaceFile(sudoersFile, sudoers, 0o440, (draft) => run('visudo', ['-cf', draft]));
+  // The leak check's mark survives sudo, so a run knows its own processes
+  // (test/support/leak-check.ts). A file of its own, which a run of an
+  // older checkout, rewriting the rules above, leaves in place.
+  replaceFile(
+    `${sudoersFile}-mark`,
+    `# tendril test bed (test/support/testbed.ts)\nDefaults env_keep += "${MARK_VARIABLE}"\n`,
+    0o440,
+    (draft) => run('visudo', ['-cf', draft]),
+  );
   const doasConf = '/etc/doas.conf';
   if (existsSync(doasConf) && !readFileSync(doasConf, 'utf8').startsWith('# tendril test bed')) {
     throw new Error(`${doasConf} exists and is not the test bed's; not overwriting it`);
   }
-  writeFileSync(
+  replaceFile(
     doasConf,
     [
       '# tendril test bed (test/support/testbed.ts)',
-      `permit nopass ${sudoer.name} as ${target.name}`,
-      `permit ${password.name} as ${target.name}`,
+      `permit nopass setenv { ${MARK_VARIABLE} } ${sudoer.name} as ${target.name}`,
+      `permit setenv { ${MARK_VARIABLE} } ${password.name} as ${target.name}`,
       '',
     ].join('\n'),
-    { mode: 0o600 },
+    0o600,
   );
   return accounts;
+}
+
+/**
+ * Replaces `path` with `content` in one step (a rename), so that another
+ * run's sudo, doas or su reading it meanwhile sees the old file or the new
+ * one, never a half-written one. `check` may refuse the draft by throwing.
+ */
+function replaceFile(path: string, content: string, mode: number, check?: (draft: string) => void): void {
+  const draft = `${path}.${process.pid}.new`;
+  try {
+    writeFileSync(draft, content, { mode });
+    chmodSync(draft, mode);
+    check?.(draft);
+    renameSync(draft, path);
+  } finally {
+    rmSync(draft, { force: true });
+  }
 }
 
 function freePort(): Promise<number> {
@@ -237,10 +301,28 @@ function freePort(): Promise<number> {
   });
 }
 
-/** Starts the test bed: accounts, keys, and an sshd on a free port of 127.0.0.1. */
 /** Bytes of sshd's log a test bed keeps. */
 const MAX_SSHD_LOG = 1024 * 1024;
 
+/** Starts sshd with `config`; resolves once it listens on `port`, rejects with its log if it exits first. */
+async function startSshd(config: string, port: number): Promise<ChildProcess> {
+  const sshd = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const log: string[] = [];
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      log.push(chunk.toString());
+      if (log.join('').includes(`Server listening on 127.0.0.1 port ${port}`)) {
+        sshd.stderr?.off('data', onData);
+        resolve();
+      }
+    };
+    sshd.stderr?.on('data', onData);
+    sshd.once('exit', (code) => reject(new Error(`sshd exited with ${code}: ${log.join('')}`)));
+  });
+  return sshd;
+}
+
+/** Starts the test bed: accounts, keys, and an sshd on a free port of 127.0.0.1. */
 export async function startTestbed(): Promise<Testbed> {
   requireRoot();
   const accounts = whileLocked(ensureAccounts);
@@ -259,10 +341,9 @@ export async function startTestbed(): Promise<Testbed> {
   const keyUsers = ['key', 'sudoer', 'nosudo', 'target', 'password', 'tty', 'feedback', 'docs'] as const;
   for (const role of keyUsers) writeFileSync(join(authorized, accounts[role].name), publicKeys, { mode: 0o644 });
 
-  const port = await freePort();
   const config = join(dir, 'sshd_config');
-  writeFileSync(
-    config,
+  const mark = process.env[MARK_VARIABLE];
+  const sshdConfig = (port: number) =>
     [
       `Port ${port}`,
       'ListenAddress 127.0.0.1',
@@ -279,30 +360,28 @@ export async function startTestbed(): Promise<Testbed> {
       // One session channel per connection: tendril never needs more.
       'MaxSessions 1',
       'LogLevel VERBOSE',
+      // Every session carries the leak check's mark of the run that started this sshd.
+      ...(mark ? [`SetEnv ${MARK_VARIABLE}=${mark}`] : []),
       `AllowUsers ${Object.values(accounts)
         .map((a) => a.name)
         .join(' ')}`,
       `Match User ${accounts.key.name},${accounts.sudoer.name},${accounts.nosudo.name},${accounts.target.name},${accounts.docs.name}`,
       '  PasswordAuthentication no',
       '',
-    ].join('\n'),
-  );
+    ].join('\n');
   mkdirSync('/run/sshd', { recursive: true });
-  const sshd: ChildProcess = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', config], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  const log: string[] = [];
-  await new Promise<void>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      log.push(chunk.toString());
-      if (log.join('').includes(`Server listening on 127.0.0.1 port ${port}`)) {
-        sshd.stderr?.off('data', onData);
-        resolve();
-      }
-    };
-    sshd.stderr?.on('data', onData);
-    sshd.once('exit', (code) => reject(new Error(`sshd exited with ${code}: ${log.join('')}`)));
-  });
+  // Another run may take the free port before sshd binds it: then try another.
+  let started: { sshd: ChildProcess; port: number } | undefined;
+  for (let attempt = 1; started === undefined; attempt++) {
+    const port = await freePort();
+    writeFileSync(config, sshdConfig(port));
+    try {
+      started = { sshd: await startSshd(config, port), port };
+    } catch (error) {
+      if (attempt >= 5 || !/Address already in use/.test((error as Error).message)) throw error;
+    }
+  }
+  const { sshd, port } = started;
   // Keep draining sshd's log so it never blocks, and keep its recent lines for tests that count connections.
   let recent = '';
   sshd.stderr?.on('data', (chunk: Buffer) => {
