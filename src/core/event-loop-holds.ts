@@ -9,6 +9,11 @@ export class EventLoopHolds {
   private readonly streams = new Set<Stream>();
   private inflight = 0;
 
+  /** Operations in flight that keep the event loop alive (tests watch it for leaks). */
+  get count(): number {
+    return this.inflight;
+  }
+
   /** Starts following `stream`; `parent` is the stream to the parent, if any. */
   attach(stream: Stream, parent: Stream | undefined): void {
     this.streams.add(stream);

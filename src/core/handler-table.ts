@@ -44,6 +44,11 @@ export class HandlerTable {
   /** @param owner the context's name, for errors. */
   constructor(private readonly owner: string) {}
 
+  /** How many handlers are registered (tests watch it for leaks). */
+  get size(): number {
+    return this.handlers.size;
+  }
+
   /** The handler registered on `handle`, if any. */
   get(handle: number): HandlerEntry | undefined {
     return this.handlers.get(handle);
