@@ -193,6 +193,26 @@ describe('lifecycle', () => {
     assert.ok(Date.now() - started < 1000);
   });
 
+  test('a call to a context that has gone rejects without being sent, naming the context and why it went', async () => {
+    await using router = new Router();
+    const child = await router.local({ name: 'departed' });
+    const pending = child.call(() => new Promise((resolve) => setTimeout(resolve, 10_000)));
+    process.kill(child.info.pid, 'SIGKILL');
+    await assert.rejects(pending, ContextDisconnectedError);
+    const core = switchOf(router) as unknown as { handlers: { size: number }; holds: { count: number } };
+    const before = { handlers: core.handlers.size, holds: core.holds.count };
+    // No timeout and no signal: if the request were sent into the void it would never settle.
+    const error = await child.call(() => 1).then(
+      () => assert.fail('a call to a departed context resolved'),
+      (caught: unknown) => caught,
+    );
+    assert.ok(error instanceof ContextDisconnectedError, String(error));
+    assert.equal(error.contextName, 'departed');
+    assert.match(error.message, /departed/);
+    // Refused before a reply handler was registered or the event loop held.
+    assert.deepEqual({ handlers: core.handlers.size, holds: core.holds.count }, before);
+  });
+
   test('killing an intermediate rejects calls below it promptly and its children exit', async () => {
     await using router = new Router();
     const middle = await router.local({ name: 'middle' });
