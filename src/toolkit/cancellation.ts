@@ -69,6 +69,7 @@ export class Cancellation {
   /** Stopped by `fail()`: the work's own failure is the outcome, not the stop's reason. */
   private failedHere = false;
 
+  /** Starts `timeout` (capped at `MAX_TIMER`) now; an already aborted `options.signal` stops it at once. */
   constructor(options: CancellationOptions) {
     this.signal = this.stop.signal;
     this.abandon = this.giveUp.signal;

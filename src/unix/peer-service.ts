@@ -16,15 +16,21 @@ export const MAX_PEER_LEASES = 4096;
 
 /** A context as it travels to a peer. */
 export interface ContextRecord {
+  /** Its context ID in the master's tree. */
   id: number;
+  /** Its name, which the peer records for the ID. */
   name: string;
+  /** The ID of the context that started it (0: the master). */
   parentId: number;
+  /** What it reported when it became ready. */
   info: ContextInfo;
 }
 
 /** What `acquire` answers: the context, and how the pool knows the target. */
 export interface AcquiredRecord extends ContextRecord {
+  /** The pool's identity of the target: equal keys share a context. */
   key: string;
+  /** How the pool names the target, e.g. `sudo:root via ssh:deploy@web1:22`. */
   label: string;
 }
 
@@ -35,8 +41,17 @@ export function peerServiceName(peerId: number): string {
 
 /** The methods a peer calls; `this` is bound to one peer. */
 export interface PeerApi {
+  /**
+   * Acquires `target` from the master's pool under `token` (an integer the
+   * peer picks, not already in use), a `via` given as a context ID resolved
+   * to the master's context. `options` takes `unique` and `timeout` (ms).
+   * @throws TypeError for a token in use or not an integer, a malformed
+   *   target, via or option; RangeError past `MAX_PEER_LEASES`; the pool's errors.
+   */
   acquire(token: number, target: unknown, options: unknown): Promise<AcquiredRecord>;
+  /** Releases the lease taken under `token` (or being acquired); false when there is none. */
   release(token: number): boolean;
+  /** The contexts the master has started and still holds. */
   contexts(): ContextRecord[];
 }
 

@@ -38,6 +38,7 @@ export function openEnvelope(decoded: unknown, contextName: string, contextId: n
 
 /** A reply that is not `[0, value]` or `[1, error]`. */
 export class EnvelopeViolation extends Error {
+  /** Its message says what a reply must be; `openReply` wraps it in a `ProtocolError` naming the handle and context. */
   constructor() {
     super('reply: expected [0, value] or [1, error]');
     this.name = 'EnvelopeViolation';

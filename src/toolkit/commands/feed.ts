@@ -14,6 +14,12 @@ export class Feed<V> implements AsyncIterableIterator<V> {
   private ended = false;
   private failure: unknown;
 
+  /**
+   * @param convert turns a chunk of output into the values this reader
+   *   yields (none when the chunk is not for it); may keep a partial line.
+   * @param flush gives what `convert` kept once the output has ended.
+   * @param detach called when the reader leaves, so the pump stops feeding it.
+   */
   constructor(
     private readonly convert: (fd: Fd, chunk: Buffer) => V[],
     private readonly flush: () => V[],
@@ -25,6 +31,7 @@ export class Feed<V> implements AsyncIterableIterator<V> {
     return this.queue.length > 0;
   }
 
+  /** Hands the reader a chunk of output from `fd`, converted; see `busy` and `idle()` for when it is read. */
   push(fd: Fd, chunk: Buffer): void {
     for (const value of this.convert(fd, chunk)) this.offer(value);
   }
@@ -44,6 +51,7 @@ export class Feed<V> implements AsyncIterableIterator<V> {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
+  /** The next value, waiting for one; done once ended and read out, or rejects with `end()`'s error then. */
   next(): Promise<IteratorResult<V>> {
     if (this.queue.length > 0) {
       const value = this.queue.shift() as V;
@@ -71,6 +79,7 @@ export class Feed<V> implements AsyncIterableIterator<V> {
     return Promise.resolve({ value: undefined, done: true });
   }
 
+  /** Itself: a feed is read once, by one loop. */
   [Symbol.asyncIterator](): AsyncIterableIterator<V> {
     return this;
   }

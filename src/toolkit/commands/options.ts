@@ -99,20 +99,35 @@ export interface ExecOptions {
 
 /** `ExecOptions` with defaults filled in. */
 export interface CheckedOptions {
+  /** `true` for `/bin/sh`, a shell's path, or false (default) to run `file` directly. */
   shell: boolean | string;
+  /** Working directory in the context (at most 4096 characters); undefined: the context's own. */
   cwd: string | undefined;
+  /** The variables given, each name non-empty without `=` or NUL, at most 4096 of them; undefined when none. */
   env: Record<string, string> | undefined;
+  /** Whether `env` adds to the context's environment (default) rather than replacing it. */
   extendEnv: boolean;
+  /** What stdin reads; undefined: `/dev/null`. */
   input: CommandInput | undefined;
+  /** Ms before the process group is killed, at least 1; undefined: no limit. */
   timeout: number | undefined;
+  /** Kills the process group when it aborts. */
   signal: AbortSignal | undefined;
+  /** A signal name this system knows; default `'SIGTERM'`. */
   killSignal: string;
+  /** Ms after a kill before SIGKILL, default 5000; undefined: never (`false` was given). */
   forceKillAfterDelay: number | undefined;
+  /** Whether a failed command rejects (default) rather than resolving with `failed` set. */
   reject: boolean;
+  /** Most bytes kept of each of stdout and stderr, at least 1; default 100 MB. */
   maxBuffer: number;
+  /** Whether output is kept for the result (default). */
   buffer: boolean;
+  /** How the result carries output: strings (default) or Buffers. */
   encoding: 'utf8' | 'buffer';
+  /** Whether one final newline is stripped from the result's output (default). */
   stripFinalNewline: boolean;
+  /** Called with each line of output as it arrives. */
   onOutput: ((line: OutputLine) => void) | undefined;
 }
 

@@ -9,12 +9,15 @@
 export interface ExecRequest {
   /** The program, or with `shell` the command line. */
   file: string;
+  /** The argument vector after `file`, passed as it is (joined by spaces under `shell`). */
   args: string[];
   /** A shell to run `file` and `args` in, joined by spaces: `true` for /bin/sh. */
   shell: boolean | string;
+  /** Working directory of the command; undefined: the context's own. */
   cwd: string | undefined;
   /** Variables set on top of the context's environment, or instead of it (`extendEnv: false`). */
   env: Record<string, string> | undefined;
+  /** Whether `env` is added to the context's `process.env` (true) or is the whole environment. */
   extendEnv: boolean;
   /** Input given whole; a streamed input arrives on its own Channel instead. */
   input: Buffer | undefined;
@@ -22,6 +25,10 @@ export interface ExecRequest {
   streamedInput: boolean;
   /** Kill after this many ms. */
   timeout: number | undefined;
+  /**
+   * Signal for the timeout's kill, checked by the master; the remote half
+   * sends no signal its system does not know.
+   */
   killSignal: string;
   /** After killing with `killSignal`, SIGKILL the group this many ms later if it is still there. */
   forceKillAfterDelay: number | undefined;
@@ -30,7 +37,9 @@ export interface ExecRequest {
 /** A chunk of output: which stream it came from, and its bytes. */
 export type OutputChunk = [stream: typeof STDOUT | typeof STDERR, data: Uint8Array];
 
+/** Tags an `OutputChunk` of the command's stdout. */
 export const STDOUT = 1;
+/** Tags an `OutputChunk` of the command's stderr. */
 export const STDERR = 2;
 
 /** What the master sends on a command's Channel: kill its process group with this signal. */
@@ -40,8 +49,11 @@ export type Control = [signal: string, forceKillAfterDelay: number | null];
 export interface RemoteOutcome {
   /** Its process ID (also its process group's), when it was started. */
   pid: number | undefined;
+  /** Its exit code (0 to 255, checked by the master); null when killed by a signal or not started. */
   exitCode: number | null;
+  /** The signal that killed it (`SIG` and up to 16 characters, checked by the master); else null. */
   signal: string | null;
+  /** From just before the spawn to the command's end, in ms by the context's clock (finite, not negative: checked). */
   durationMs: number;
   /** Killed because `timeout` passed. */
   timedOut: boolean;

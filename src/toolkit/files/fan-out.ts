@@ -20,7 +20,9 @@ export type Outcome = { ok: true; result: TransferCounts } | { ok: false; error:
 
 /** A target named by ID and name (what an intermediate needs to reach its child). */
 export interface TargetRef {
+  /** Its context ID; the intermediate takes it as `Number(id)` and routes to it like any call. */
   id: number;
+  /** Its name, for errors; the intermediate takes it as `String(name)`. */
   name: string;
 }
 
@@ -78,8 +80,9 @@ export type Settled<R> = { ok: true; value: R } | { ok: false; error: unknown };
  * of the same way: a target cannot keep values queued here after it.
  */
 export class Leg<R> {
+  /** This end of the channel the data goes out on; the call there reads the other. */
   readonly channel: Channel<Value, unknown>;
-  readonly call: Promise<R>;
+  private readonly call: Promise<R>;
   /** Why it was given up on, once it was: its outcome. */
   stopped: unknown = undefined;
   /** A send to it failed: its call says why. */
@@ -96,11 +99,12 @@ export class Leg<R> {
    */
   constructor(
     router: MessageSwitch,
-    readonly context: Context,
+    private readonly context: Context,
     service: string,
     args: unknown[],
     what: string,
-    readonly path: string,
+    private readonly path: string,
+    /** When it is failed as stalled (the tee reads `data`, `settled()` `answer`); unset: never. */
     readonly limits?: StallLimits,
   ) {
     this.channel = new Channel<Value, unknown>(router);
@@ -176,8 +180,13 @@ export class Leg<R> {
  * when none is left, `send` rejects.
  */
 export class Tee implements Output {
+  /** @param legs the outputs, each already calling its target. */
   constructor(private readonly legs: Leg<unknown>[]) {}
 
+  /**
+   * Resolves once every live leg has taken `value` (or failed, or stalled).
+   * @throws Error when no leg is left: every target failed, each with its own error.
+   */
   async send(value: Value): Promise<void> {
     const sends: Promise<void>[] = [];
     const timers: ReturnType<typeof setTimeout>[] = [];

@@ -13,11 +13,12 @@ export const PROGRESS_INTERVAL = 200;
 
 /** Counts a transfer's bytes and calls `onProgress` on a timer and at the end. */
 export class Progress {
-  bytes = 0;
-  total = 0;
+  private bytes = 0;
+  private total = 0;
   private readonly started = Date.now();
   private readonly timer: ReturnType<typeof setInterval> | undefined;
 
+  /** Without `onProgress` it only counts: no timer runs. */
   constructor(private readonly onProgress: ((progress: TransferProgress) => void) | undefined) {
     if (onProgress) {
       this.timer = setInterval(() => this.report(), PROGRESS_INTERVAL);
@@ -25,6 +26,7 @@ export class Progress {
     }
   }
 
+  /** Counts `bytes` more of file data (a transfer's `onBytes`; bound, so it can be passed as it is). */
   readonly add = (bytes: number): void => {
     this.bytes += bytes;
   };

@@ -12,7 +12,9 @@ import { receiveInto, type SinkOptions } from './sink.js';
 
 /** Options the master passes to a receiving side (see `SinkOptions`). */
 export interface RemoteSinkOptions {
+  /** Apply the owner and group the entries carry (when the receiving process is root). Only `true` counts. */
   owner?: boolean;
+  /** Permission bits for a single file, instead of the source's; ignored unless an integer from 0 to 0o7777. */
   mode?: number;
 }
 

@@ -15,6 +15,7 @@ import { basename, dirname, join } from 'node:path';
 const pendingTemporaryFiles = new Set<string>();
 let removingAtExit = false;
 
+/** Remembers the temporary file at `path`, to be removed if the process exits before `forgetTemporaryFile(path)`. */
 export function writingTemporaryFile(path: string): void {
   if (!removingAtExit) {
     removingAtExit = true;
@@ -35,6 +36,7 @@ export function tempName(path: string): string {
   return join(dirname(path), `.${basename(path).slice(0, 200)}.${randomBytes(6).toString('hex')}.tendril-tmp`);
 }
 
+/** Writes all of `data` at the handle's position, however many writes it takes (a write may take part of it). */
 export async function writeAll(handle: fs.FileHandle, data: Uint8Array): Promise<void> {
   let offset = 0;
   while (offset < data.length) {

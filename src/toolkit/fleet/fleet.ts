@@ -93,13 +93,21 @@ interface OutcomeBase<Target> {
 
 /** A target whose function returned `value`. */
 export interface FleetSuccessOutcome<T, Target = FleetTarget> extends OutcomeBase<Target> {
+  /** Always true: tells a success from a failure. */
   readonly ok: true;
+  /** What the fleet's function returned for the target, awaited. */
   readonly value: T;
 }
 
 /** A target that failed; `error` names it first and carries the original as `cause`. */
 export interface FleetFailureOutcome<Target = FleetTarget> extends OutcomeBase<Target> {
+  /** Always false: tells a failure from a success. */
   readonly ok: false;
+  /**
+   * Its message starts with the target's label; `cause` is what was
+   * thrown: the connection's or the function's error, the `TimeoutError`
+   * of the fleet's `timeout`, or the reason the fleet was stopped.
+   */
   readonly error: FleetError;
 }
 
@@ -111,9 +119,13 @@ export type FleetOutcome<T, Target = FleetTarget> = FleetSuccessOutcome<T, Targe
  * `done + running + waiting + skipped` is always `total`.
  */
 export interface FleetProgress {
+  /** Targets given to the fleet. */
   readonly total: number;
+  /** Targets with an outcome: `succeeded + failed`. */
   readonly done: number;
+  /** Targets whose function returned. */
   readonly succeeded: number;
+  /** Targets that failed: connecting, in the function, by their timeout, or stopped while running. */
   readonly failed: number;
   /** Started (connecting or in the function), without an outcome yet. */
   readonly running: number;

@@ -10,7 +10,12 @@ import type { FleetTarget } from './target.js';
 
 /** A target whose function returned `value`. */
 export interface FleetSuccess<T = unknown, Target = FleetTarget> {
+  /** The target as given to the fleet. */
   readonly target: Target;
+  /**
+   * How the report and errors name it: a context's name, else the target's
+   * `name` or the pool's label (`ssh:deploy@web1:22`); ` via <its label>` follows for a `via`.
+   */
   readonly label: string;
   /** Its position in the list given to the fleet. */
   readonly index: number;
@@ -22,7 +27,12 @@ export interface FleetSuccess<T = unknown, Target = FleetTarget> {
 
 /** A target that failed: connecting, in the function, by its timeout, or stopped while running. */
 export interface FleetFailure<Target = FleetTarget> {
+  /** The target as given to the fleet. */
   readonly target: Target;
+  /**
+   * How the report and errors name it: a context's name, else the target's
+   * `name` or the pool's label (`ssh:deploy@web1:22`); ` via <its label>` follows for a `via`.
+   */
   readonly label: string;
   /** Its position in the list given to the fleet. */
   readonly index: number;
@@ -34,7 +44,12 @@ export interface FleetFailure<Target = FleetTarget> {
 
 /** A target never started, because the fleet was stopped first. */
 export interface FleetSkip<Target = FleetTarget> {
+  /** The target as given to the fleet. */
   readonly target: Target;
+  /**
+   * How the report names it: a context's name, else the target's
+   * `name` or the pool's label (`ssh:deploy@web1:22`); ` via <its label>` follows for a `via`.
+   */
   readonly label: string;
   /** Its position in the list given to the fleet. */
   readonly index: number;
@@ -69,6 +84,7 @@ export class FleetSummary<T = unknown, Target = FleetTarget> {
   readonly total: number;
   /** The targets whose function returned, with their values. */
   readonly succeeded: readonly FleetSuccess<T, Target>[];
+  /** The targets that failed (connecting, in the function, by timeout, or stopped while running), with their errors. */
   readonly failed: readonly FleetFailure<Target>[];
   /** Targets never started: the fleet was stopped (signal, `stop()`, a loop left early) before their turn. */
   readonly skipped: readonly FleetSkip<Target>[];

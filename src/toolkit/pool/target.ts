@@ -56,6 +56,7 @@ export interface ParsedTarget {
   readonly key: string;
   /** How messages name the target, e.g. `sudo:root via ssh:deploy@web1:22`. */
   readonly label: string;
+  /** The connection method, checked to be one of `POOL_METHODS`. */
   readonly method: PoolMethod;
   /** The method's options, without `method` and `via`. */
   readonly options: Record<string, unknown>;
