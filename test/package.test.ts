@@ -70,7 +70,7 @@ describe('package', () => {
       for (let i = 0; i < lines.length; i++) {
         const line = lines[i] as string;
         const previous = (lines[i - 1] ?? '').trim();
-        const documented = previous.endsWith('*/') || previous.startsWith('//');
+        const documented = previous.endsWith('*/');
         if (/^export (declare )?(class|function|const|interface|type(?= \w)|abstract class)\b/.test(line)) {
           inExported = /\{$/.test(line) && /(class|interface)\b/.test(line);
           if (!documented) missing.push(`${dir}/${file}: ${line.trim()}`);
