@@ -179,9 +179,11 @@ const SSH_ONLY = [
   'ssh-options.ts',
   'ssh-transport.ts',
   'openssh.ts',
-  'ssh-config.ts',
+  'ssh-config',
   'known-hosts.ts',
 ].map((f) => join(connectionDir, f));
+// A name in SSH_ONLY is a file, or a folder whose files are all the ssh layer's.
+const sshOnly = (path) => SSH_ONLY.some((only) => path === only || path.startsWith(`${only}/`));
 const sshAsLayer = {
   name: 'ssh-as-layer',
   setup(build) {
@@ -193,9 +195,10 @@ const sshAsLayer = {
 const connectionAsExternal = {
   name: 'connection-as-external',
   setup(build) {
-    build.onResolve({ filter: /^\.\/.+\.js$/ }, (args) => {
+    // `../` too: a file in a folder of the ssh layer reaches the connection layer that way.
+    build.onResolve({ filter: /^\.\.?\/.+\.js$/ }, (args) => {
       const path = resolve(args.resolveDir, args.path).replace(/\.js$/, '.ts');
-      if (!path.startsWith(connectionDir) || SSH_ONLY.includes(path)) return undefined;
+      if (!path.startsWith(connectionDir) || sshOnly(path)) return undefined;
       return { path: 'tendril:connection', external: true };
     });
   },

@@ -32,7 +32,7 @@ export {
   type ResolvedHost,
   resolveChain,
   resolveHost,
-} from './connection/ssh-config.js';
+} from './connection/ssh-config/index.js';
 export { Broker, DEFAULT_SHUTDOWN_GRACE } from './core/broker.js';
 export { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH, MAX_OBJECTS } from './core/codec.js';
 export { CALL_TOOLKIT } from './core/context.js';

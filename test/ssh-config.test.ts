@@ -8,7 +8,7 @@
 // Includes resolve there as they do for tendril. OpenSSH expands `~` and
 // `%d` in the other directives to the passwd entry's home instead; those
 // paths are mapped onto the scratch home before comparing (tendril uses
-// one home for everything: see src/connection/ssh-config.ts).
+// one home for everything: see src/connection/ssh-config/index.ts).
 import assert from 'node:assert/strict';
 import { type SpawnSyncReturns, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';

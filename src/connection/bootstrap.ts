@@ -1,3 +1,11 @@
+/**
+ * One attempt to start a child: the method's transport, its prompts, the
+ * first stage's hello, the core and BOOT, until the child reports ready;
+ * or, on a failure, a timeout or a shutdown, its process killed and reaped
+ * and the most precise error. Every connection method starts through here,
+ * so these guarantees hold for all of them, and a method only says how
+ * to spawn its target and what its prompts and failures look like.
+ */
 import { randomBytes } from 'node:crypto';
 import { describeExit } from '../core/broker.js';
 import { encode } from '../core/codec.js';
@@ -7,9 +15,12 @@ import { BOOT_SPEC } from '../core/protocol/boot.js';
 import { openReply } from '../core/protocol/serve.js';
 import type { BootConfig, ReadyInfo, Runtime } from '../core/runtime.js';
 import { Stream } from '../core/stream.js';
+import { Abort } from './abort.js';
+import { converse } from './conversation.js';
 import { BootstrapError, ConnectTimeoutError, InterpreterError } from './errors.js';
-import { bootstrapPayload, firstStage, HELLO } from './first-stage.js';
+import { bootstrapPayload, firstStage } from './first-stage.js';
 import type { ConnectionMethod, Session, Transport } from './method.js';
+import { uniqueName } from './naming.js';
 import { bootstrapArgv } from './shell.js';
 
 const debug = logger('bootstrap');
@@ -350,106 +361,6 @@ function claim(
   });
 }
 
-/**
- * An attempt's abort: fired (once) by the broker's shutdown. The attempt
- * races `rejected` against whatever it waits for, and checks `reason`
- * after each wait, so an abort is noticed wherever it lands.
- */
-class Abort {
-  /** Why the attempt was aborted; undefined while it was not. */
-  reason: string | undefined;
-  /** Rejects when the attempt is aborted (handled: only ever raced). */
-  readonly rejected: Promise<never>;
-  private rejectNow: (error: Error) => void = () => {};
-  private readonly listeners = new Set<() => void>();
-
-  constructor() {
-    this.rejected = new Promise<never>((_, reject) => (this.rejectNow = reject));
-    this.rejected.catch(() => {});
-  }
-
-  /** Aborts the attempt with `reason` (later calls are ignored). */
-  fire(reason: string): void {
-    if (this.reason !== undefined) return;
-    this.reason = reason;
-    this.rejectNow(new Error(reason));
-    for (const listener of [...this.listeners]) listener();
-  }
-
-  /** Calls `listener` when fired; returns a function that stops that. */
-  onFire(listener: () => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-
-  /** @throws the abort's reason as an Error when it was fired. */
-  check(): void {
-    if (this.reason !== undefined) throw new Error(this.reason);
-  }
-
-  /**
-   * The error an aborted start rejects with.
-   * @param name the context's name.
-   * @param stage how far it got: `'not started'` (shut down before it
-   *   began), `'starting'` (no process of its own yet, or one being killed),
-   *   `'stopped'` (its process was killed and reaped).
-   * @param lastOutput the process's last output, for `'stopped'`.
-   */
-  error(name: string, stage: 'not started' | 'starting' | 'stopped', lastOutput?: string): BootstrapError {
-    const what =
-      stage === 'not started'
-        ? `${this.reason}, so it was not started`
-        : stage === 'starting'
-          ? `${this.reason} while starting it`
-          : `${this.reason} while starting it, so its process was stopped`;
-    return new BootstrapError(name, what, lastOutput);
-  }
-}
-
-/**
- * Waits for the first stage's hello on the target's stdout, answering
- * prompts meanwhile; sends the core once it may. Resolves with bytes that
- * followed the hello (the start of the child's first message).
- */
-function converse(
-  transport: Transport,
-  conversation: ReturnType<NonNullable<ConnectionMethod<unknown>['conversation']>>,
-  sendCore: () => void,
-  session: Session,
-): Promise<Buffer> {
-  return new Promise<Buffer>((resolve, reject) => {
-    let seen = '';
-    const onPrompt = (chunk: Buffer) => {
-      seen += chunk.toString('utf8');
-      const reply = conversation?.respond(seen);
-      if (!reply) return;
-      if ('error' in reply) {
-        finish();
-        reject(reply.error);
-        return;
-      }
-      seen = '';
-      session.step = `waiting for Node to start after answering a password prompt (${transport.where})`;
-      (transport.promptInput ?? transport.stdin).write(`${reply.answer}\n`);
-    };
-    let received = Buffer.alloc(0);
-    const onOutput = (chunk: Buffer) => {
-      received = Buffer.concat([received, chunk]);
-      const at = received.indexOf(HELLO);
-      if (at === -1) return;
-      finish();
-      if (conversation) sendCore();
-      resolve(received.subarray(at + HELLO.length));
-    };
-    const finish = () => {
-      transport.stderr.off('data', onPrompt);
-      transport.stdout.off('data', onOutput);
-    };
-    if (conversation) transport.stderr.on('data', onPrompt);
-    transport.stdout.on('data', onOutput);
-  });
-}
-
 /** The most precise error for a child that died during bootstrap. */
 function explain(transport: Transport, name: string, what: string, tail: string[]): BootstrapError {
   const output = tail.join('\n');
@@ -502,12 +413,3 @@ function newSession(name: string | undefined, methodName: string, deadline: numb
 }
 
 const NONE: ReadonlySet<string> = new Set();
-
-/**
- * A default name no other context has: `name`, else `name#<id>` (a second
- * context to the same account on the same host). This router knows its own
- * subtree; `taken` holds the names the master knows elsewhere in the tree.
- */
-function uniqueName(router: Runtime['router'], name: string, id: number, taken: ReadonlySet<string>): string {
-  return router.hasContextNamed(name) || taken.has(name) ? `${name}#${id}` : name;
-}

@@ -4,8 +4,10 @@
  * before anything is started (docs/connection-methods.md, "Context names").
  * Both say what the caller wrote, never what the start found out (the ssh
  * config's User and Port, a resolved address), so a label read before
- * connecting is the name the context gets.
+ * connecting is the name the context gets. Two contexts never share a
+ * default name: the second gets its ID appended.
  */
+import type { Runtime } from '../core/runtime.js';
 
 /** What a target is called by: the options that say where it is and as whom. */
 export interface NamedTarget {
@@ -36,4 +38,13 @@ export function targetName(method: string, options: NamedTarget): string {
     return `${method}:${typeof options.username === 'string' ? options.username : 'root'}`;
   }
   return method;
+}
+
+/**
+ * A default name no other context has: `name`, else `name#<id>` (a second
+ * context to the same account on the same host). This router knows its own
+ * subtree; `taken` holds the names the master knows elsewhere in the tree.
+ */
+export function uniqueName(router: Runtime['router'], name: string, id: number, taken: ReadonlySet<string>): string {
+  return router.hasContextNamed(name) || taken.has(name) ? `${name}#${id}` : name;
 }

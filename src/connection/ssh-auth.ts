@@ -8,7 +8,7 @@ import { logger } from '../core/log.js';
 import { BootstrapError, PasswordError } from './errors.js';
 import { fingerprint } from './known-hosts.js';
 import type { Session } from './method.js';
-import type { ResolvedHost } from './ssh-config.js';
+import type { ResolvedHost } from './ssh-config/index.js';
 import type { Credentials, Hop } from './ssh-hops.js';
 import type { Ssh2 } from './ssh-library.js';
 

@@ -7,7 +7,7 @@ import { logger } from '../core/log.js';
 import { milliseconds } from '../core/options.js';
 import { BootstrapError } from './errors.js';
 import type { Session } from './method.js';
-import { type JumpHost, type ResolvedHop, type ResolvedHost, resolveChain } from './ssh-config.js';
+import { type JumpHost, type ResolvedHop, type ResolvedHost, resolveChain } from './ssh-config/index.js';
 import type { HostKeyPolicy, SshJumpHost, SshOptions } from './ssh-options.js';
 
 const debug = logger('ssh');

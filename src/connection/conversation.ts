@@ -1,0 +1,55 @@
+/**
+ * The exchange with a target before the stream exists: its stderr may ask
+ * for a password (sudo, su, doas, OpenSSH) and its stdout ends the exchange
+ * with the first stage's hello. The core is held back until that hello
+ * when a method may prompt, so a prompt can never read it as a password.
+ */
+import { HELLO } from './first-stage.js';
+import type { Conversation, Session, Transport } from './method.js';
+
+/**
+ * Waits for the first stage's hello on the target's stdout, answering
+ * prompts meanwhile; sends the core once it may. Resolves with bytes that
+ * followed the hello (the start of the child's first message).
+ * @param conversation the method's answers to prompts; undefined when it never prompts (the core went out already).
+ * @param sendCore writes the core; called on the hello when there is a conversation.
+ * @returns a promise that rejects with the conversation's error (a refusal, a wrong or missing password).
+ */
+export function converse(
+  transport: Transport,
+  conversation: Conversation | undefined,
+  sendCore: () => void,
+  session: Session,
+): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
+    let seen = '';
+    const onPrompt = (chunk: Buffer) => {
+      seen += chunk.toString('utf8');
+      const reply = conversation?.respond(seen);
+      if (!reply) return;
+      if ('error' in reply) {
+        finish();
+        reject(reply.error);
+        return;
+      }
+      seen = '';
+      session.step = `waiting for Node to start after answering a password prompt (${transport.where})`;
+      (transport.promptInput ?? transport.stdin).write(`${reply.answer}\n`);
+    };
+    let received = Buffer.alloc(0);
+    const onOutput = (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      const at = received.indexOf(HELLO);
+      if (at === -1) return;
+      finish();
+      if (conversation) sendCore();
+      resolve(received.subarray(at + HELLO.length));
+    };
+    const finish = () => {
+      transport.stderr.off('data', onPrompt);
+      transport.stdout.off('data', onOutput);
+    };
+    if (conversation) transport.stderr.on('data', onPrompt);
+    transport.stdout.on('data', onOutput);
+  });
+}
