@@ -4,8 +4,10 @@
 // dependency-cruiser tells type-only imports from run-time ones with the
 // TypeScript compiler API, which TypeScript 7 (the repository's `tsc`) no
 // longer has: this file points it at the `typescript-5` dev dependency
-// before it loads, so the CLI (`npx depcruise --config .dependency-cruiser.cjs src`)
-// sees what the test sees.
+// before dependency-cruiser loads TypeScript. That works through the API, as
+// the test loads it; the CLI (`npx depcruise`) loads TypeScript before it
+// reads this file, sees no type-only import and reports type cycles as
+// run-time ones, so check with `node test/run.mjs build/test/core-cycles.test.js`.
 const Module = require('node:module');
 const { pathToFileURL } = require('node:url');
 
@@ -44,11 +46,11 @@ const ABOVE = {
 module.exports = {
   forbidden: [
     {
-      name: 'no-runtime-cycle-in-core',
+      name: 'no-runtime-cycle',
       comment:
-        'A cycle of run-time imports inside src/core: which module initialises first depends on who imports first. Move what both sides need (a symbol, a helper) into a module of its own that imports neither.',
+        'A cycle of run-time imports inside src/: which module initialises first depends on who imports first. Move what both sides need (a symbol, a helper) into a module of its own that imports neither.',
       severity: 'error',
-      from: { path: '^src/core/' },
+      from: { path: '^src/' },
       to: {
         circular: true,
         dependencyTypesNot: TYPE_ONLY,
