@@ -202,10 +202,12 @@ describe('lifecycle', () => {
     const core = switchOf(router) as unknown as { handlers: { size: number }; holds: { count: number } };
     const before = { handlers: core.handlers.size, holds: core.holds.count };
     // No timeout and no signal: if the request were sent into the void it would never settle.
-    const error = await child.call(() => 1).then(
-      () => assert.fail('a call to a departed context resolved'),
-      (caught: unknown) => caught,
-    );
+    const error = await child
+      .call(() => 1)
+      .then(
+        () => assert.fail('a call to a departed context resolved'),
+        (caught: unknown) => caught,
+      );
     assert.ok(error instanceof ContextDisconnectedError, String(error));
     assert.equal(error.contextName, 'departed');
     assert.match(error.message, /departed/);
