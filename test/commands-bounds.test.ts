@@ -388,11 +388,27 @@ describe('commands: what a child can make the master hold, and for how long', { 
           // The first line: the rest quotes the output, 4 MiB of NULs.
           assert.match(
             error.message.split('\n')[0] as string,
-            /its output kept for the result passed what context 'bounds-small' \(id \d+\) and the contexts behind it may make 'master' hold \(maxHeldBytes, 4194304 bytes/,
+            /its output kept for the result, with room for the 1048576 bytes more that may be on their way, passed what context 'bounds-small' \(id \d+\) and the contexts behind it may make 'master' hold \(maxHeldBytes, 4194304 bytes/,
           );
           return true;
         },
       );
+      assert.equal(account(), 0);
+      // A reader slower than the command: its window of output waits in the master, charged to the same
+      // account. The command must stop at its own limit; the child must not be cut off for the queue.
+      // Some stderr first, so the stdout kept is not all the account holds besides the queue.
+      const slow = host.exec('sh', [
+        '-c',
+        "head -c 60000 /dev/zero >&2; head -c 67108864 /dev/zero | tr '\\0' x | fold -w 49999",
+      ]);
+      const failed = assert.rejects(slow, (error: unknown) => {
+        assert.ok(error instanceof CommandError, String(error));
+        assert.ok(error.cause instanceof HeldBytesError, String(error.cause));
+        return true;
+      });
+      for await (const _line of slow.lines()) await new Promise((resolve) => setTimeout(resolve, 20));
+      await failed;
+      assert.equal(await host.call(() => 'still connected'), 'still connected');
       assert.equal(account(), 0);
       // The same output read as it comes, not kept, is not limited.
       let read = 0;

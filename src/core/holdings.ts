@@ -89,15 +89,17 @@ export class Account {
 
   /**
    * Charges `bytes` held for `what`.
+   * @param reserve bytes that must stay free after this charge (for values
+   *   already on their way that will be charged when they arrive); default 0.
    * @throws HeldBytesError when that would pass the limit; nothing is charged then.
    */
-  charge(bytes: number, what: string): void {
-    if (this.held + bytes > this.limit) {
+  charge(bytes: number, what: string, reserve = 0): void {
+    if (this.held + bytes + reserve > this.limit) {
       const error = new HeldBytesError(
         this.contextName,
         this.contextId,
         this.holder,
-        what,
+        reserve > 0 ? `${what} (keeping ${reserve} bytes free for what is still on its way)` : what,
         bytes,
         this.held,
         this.limit,
@@ -140,10 +142,11 @@ export class Holding {
 
   /**
    * Charges `bytes` more.
+   * @param reserve bytes that must stay free after it (see `Account.charge`); default 0.
    * @throws HeldBytesError past the account's limit; nothing is charged then.
    */
-  add(bytes: number): void {
-    this.account.charge(bytes, this.what);
+  add(bytes: number, reserve = 0): void {
+    this.account.charge(bytes, this.what, reserve);
     this.bytes += bytes;
   }
 

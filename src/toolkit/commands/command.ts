@@ -466,7 +466,9 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     const room = this.options.maxBuffer - kept.bytes;
     const part = chunk.length <= room ? chunk : chunk.subarray(0, room);
     try {
-      this.holding?.add(kept.allocation(part.length));
+      // The output window may still be on its way, and is charged to the same account as it arrives:
+      // keeping it free makes the command stop here, not its child be cut off for passing the limit.
+      this.holding?.add(kept.allocation(part.length), OUTPUT_WINDOW.bytes);
     } catch (error) {
       if (!(error instanceof HeldBytesError)) throw error;
       this.overflowed = { stream: STREAM_NAMES[fd], held: error };
@@ -521,7 +523,7 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
     const overflowed = this.overflowed as NonNullable<typeof this.overflowed>;
     const { held } = overflowed;
     if (!held) return `wrote more than maxBuffer (${this.options.maxBuffer} bytes) on ${overflowed.stream}`;
-    return `its output kept for the result passed what ${held.account} may make '${routerOf(this.context).name}' hold (maxHeldBytes, ${held.maxHeldBytes} bytes, shared with everything else they make it hold)`;
+    return `its output kept for the result, with room for the ${OUTPUT_WINDOW.bytes} bytes more that may be on their way, passed what ${held.account} may make '${routerOf(this.context).name}' hold (maxHeldBytes, ${held.maxHeldBytes} bytes, shared with everything else they make it hold)`;
   }
 
   /** What to do about output the master stopped keeping. */
