@@ -165,48 +165,68 @@ async function layer(entry, file, plugins = []) {
 }
 
 // The connection layer, for contexts that start children. Its SSH methods
-// are a layer of their own, `tendril:ssh`, which needs the connection
+// and its container methods are layers of their own, `tendril:ssh` and
+// `tendril:containers`, loaded on first use: they need the connection
 // layer's instances (bootstrap, errors) rather than copies of them.
 const connectionDir = join(root, 'src', 'connection');
-const SSH_ONLY = [
-  'ssh-methods.ts',
-  'ssh.ts',
-  'ssh-auth.ts',
-  'ssh-connect-hop.ts',
-  'ssh-hops.ts',
-  'ssh-host-key.ts',
-  'ssh-library.ts',
-  'ssh-options.ts',
-  'ssh-transport.ts',
-  'openssh.ts',
-  'ssh-config',
-  'known-hosts.ts',
-].map((f) => join(connectionDir, f));
-// A name in SSH_ONLY is a file, or a folder whose files are all the ssh layer's.
-const sshOnly = (path) => SSH_ONLY.some((only) => path === only || path.startsWith(`${only}/`));
-const sshAsLayer = {
-  name: 'ssh-as-layer',
+const SUB_LAYERS = {
+  'tendril:ssh': {
+    entry: 'ssh-methods.ts',
+    only: [
+      'ssh-methods.ts',
+      'ssh.ts',
+      'ssh-auth.ts',
+      'ssh-connect-hop.ts',
+      'ssh-hops.ts',
+      'ssh-host-key.ts',
+      'ssh-library.ts',
+      'ssh-options.ts',
+      'ssh-transport.ts',
+      'openssh.ts',
+      'ssh-config',
+      'known-hosts.ts',
+    ],
+  },
+  'tendril:containers': { entry: 'containers/index.ts', only: ['containers'] },
+};
+// A name in `only` is a file, or a folder whose files are all that layer's.
+const subLayerOnly = (path) =>
+  Object.values(SUB_LAYERS).some(({ only }) =>
+    only.some((name) => {
+      const file = join(connectionDir, name);
+      return path === file || path.startsWith(`${file}/`);
+    }),
+  );
+const subLayersExternal = {
+  name: 'sub-layers-external',
   setup(build) {
-    build.onResolve({ filter: /\/ssh-methods\.js$/ }, (args) =>
-      args.kind === 'dynamic-import' ? { path: 'tendril:ssh', external: true } : undefined,
-    );
+    build.onResolve({ filter: /\.js$/ }, (args) => {
+      if (args.kind !== 'dynamic-import') return undefined;
+      const path = resolve(args.resolveDir, args.path).replace(/\.js$/, '.ts');
+      const found = Object.entries(SUB_LAYERS).find(([, { entry }]) => path === join(connectionDir, entry));
+      return found ? { path: found[0], external: true } : undefined;
+    });
   },
 };
 const connectionAsExternal = {
   name: 'connection-as-external',
   setup(build) {
-    // `../` too: a file in a folder of the ssh layer reaches the connection layer that way.
+    // `../` too: a file in a folder of a sub-layer reaches the connection layer that way.
     build.onResolve({ filter: /^\.\.?\/.+\.js$/ }, (args) => {
       const path = resolve(args.resolveDir, args.path).replace(/\.js$/, '.ts');
-      if (!path.startsWith(connectionDir) || sshOnly(path)) return undefined;
+      if (!path.startsWith(connectionDir) || subLayerOnly(path)) return undefined;
       return { path: 'tendril:connection', external: true };
     });
   },
 };
-const connection = await layer('src/connection/index.ts', 'connection.cjs', [sshAsLayer]);
+const connection = await layer('src/connection/index.ts', 'connection.cjs', [subLayersExternal]);
 const ssh = await layer('src/connection/ssh-methods.ts', 'ssh.cjs', [connectionAsExternal]);
+const containers = await layer('src/connection/containers/index.ts', 'containers.cjs', [connectionAsExternal]);
 if (connection.includes('"ssh2"')) {
   throw new Error('connection.cjs contains the SSH methods: they belong in ssh.cjs');
+}
+if (connection.includes('nsenter')) {
+  throw new Error('connection.cjs contains the container methods: they belong in containers.cjs');
 }
 // The toolkit (commands, files, services), on first use.
 const toolkit = await layer('src/toolkit/remote.ts', 'toolkit.cjs');
@@ -223,6 +243,8 @@ const sizes = {
   connectionDeflated: deflateRawSync(Buffer.from(connection)).length,
   ssh: Buffer.byteLength(ssh),
   sshDeflated: deflateRawSync(Buffer.from(ssh)).length,
+  containers: Buffer.byteLength(containers),
+  containersDeflated: deflateRawSync(Buffer.from(containers)).length,
   toolkit: Buffer.byteLength(toolkit),
   master: Object.fromEntries(
     Object.entries(master.metafile.outputs).map(([file, output]) => [file.replace(/^.*\//, ''), output.bytes]),
@@ -230,5 +252,5 @@ const sizes = {
 };
 writeFileSync(join(out, 'sizes.json'), `${JSON.stringify(sizes, null, 2)}\n`);
 console.log(
-  `bootstrap: first stage ${sizes.firstStage} B, core ${sizes.core} B (${sizes.coreDeflated} B deflated), connection ${sizes.connection} B (${sizes.connectionDeflated} B deflated), ssh ${sizes.ssh} B (${sizes.sshDeflated} B deflated), toolkit ${sizes.toolkit} B`,
+  `bootstrap: first stage ${sizes.firstStage} B, core ${sizes.core} B (${sizes.coreDeflated} B deflated), connection ${sizes.connection} B (${sizes.connectionDeflated} B deflated), ssh ${sizes.ssh} B (${sizes.sshDeflated} B deflated), containers ${sizes.containers} B (${sizes.containersDeflated} B deflated), toolkit ${sizes.toolkit} B`,
 );

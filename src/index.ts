@@ -19,17 +19,29 @@ export type * from './api/context-types.js';
 export type { RouterEvents } from './api/router.js';
 export { Router } from './api/router.js';
 export type { CommonOptions } from './connection/bootstrap.js';
+export type { CommandOptions } from './connection/command.js';
+export type { BuildahOptions } from './connection/containers/buildah.js';
+export type { ChrootOptions } from './connection/containers/chroot.js';
+export type { DockerOptions, EngineOptions, PodmanOptions } from './connection/containers/engine.js';
+export type { KubectlOptions } from './connection/containers/kubectl.js';
+export type { LxcOptions } from './connection/containers/lxc.js';
+export type { IncusOptions, LxdOptions } from './connection/containers/lxd.js';
+export type { SetnsOptions, SetnsRuntime } from './connection/containers/setns.js';
 export type { DoasOptions } from './connection/doas.js';
 export {
   AuthenticationError,
   BootstrapError,
   ConnectionRefusedError,
   ConnectTimeoutError,
+  ContainerNotFoundError,
+  ContainerNotRunningError,
   HostKeyError,
   InterpreterError,
   NotAllowedError,
   PasswordError,
+  ToolNotFoundError,
   UnknownHostError,
+  UnknownUserError,
 } from './connection/errors.js';
 export type { LocalOptions } from './connection/local.js';
 export type { ConnectionMethod, Transport } from './connection/method.js';

@@ -87,6 +87,16 @@ const SYSTEM_TOOLS = [
   ['/usr/lib/python3/dist-packages/mitogen/__init__.py', 'python3-mitogen'],
   ['/usr/bin/ansible-playbook', 'ansible-core'],
   ['/usr/lib/python3/dist-packages/ansible_mitogen/__init__.py', 'ansible-mitogen'],
+  // The container methods' runtimes, and mmdebstrap to build their test image (test/support/containers.ts).
+  ['/usr/bin/podman', 'podman'],
+  ['/usr/bin/buildah', 'buildah'],
+  ['/usr/sbin/runc', 'runc'],
+  ['/usr/bin/newuidmap', 'uidmap'],
+  ['/usr/sbin/dockerd', 'docker.io'],
+  ['/usr/bin/lxc-attach', 'lxc'],
+  ['/usr/bin/lxd', 'lxd'],
+  ['/usr/bin/lxc', 'lxd-client'],
+  ['/usr/bin/mmdebstrap', 'mmdebstrap'],
 ];
 
 function provision() {
@@ -98,7 +108,7 @@ function provision() {
     );
     process.exit(1);
   }
-  console.log(`Installing ${missing.join(' ')} with apt-get (needed by the SSH and sudo tests)...`);
+  console.log(`Installing ${missing.join(' ')} with apt-get (needed by the SSH, sudo and container tests)...`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   // Another run on this machine may be installing too: wait for its dpkg lock rather than fail.
   const wait = ['-o', 'DPkg::Lock::Timeout=600'];

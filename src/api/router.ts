@@ -1,5 +1,13 @@
 import { EventEmitter } from 'eventemitter3';
 import type { CommonOptions } from '../connection/bootstrap.js';
+import { type CommandOptions, command } from '../connection/command.js';
+import type { BuildahOptions } from '../connection/containers/buildah.js';
+import type { ChrootOptions } from '../connection/containers/chroot.js';
+import type { DockerOptions, PodmanOptions } from '../connection/containers/engine.js';
+import type { KubectlOptions } from '../connection/containers/kubectl.js';
+import type { LxcOptions } from '../connection/containers/lxc.js';
+import type { IncusOptions, LxdOptions } from '../connection/containers/lxd.js';
+import type { SetnsOptions } from '../connection/containers/setns.js';
 import { type DoasOptions, doas } from '../connection/doas.js';
 import { type LocalOptions, local } from '../connection/local.js';
 import type { ConnectionMethod } from '../connection/method.js';
@@ -180,8 +188,122 @@ export class Router extends EventEmitter<RouterEvents> {
   }
 
   /**
-   * Starts a context with any connection method. With `via`, the method
-   * runs in that context and must be one of tendril's own (by name).
+   * Starts a context in a container of the Docker engine: `docker exec
+   * --interactive [--user U] CONTAINER ...` into a running container, or
+   * with `image`, `docker run --interactive --rm ...` of a throwaway one
+   * that lives as long as the context. The docker CLI runs on the machine
+   * of `via` (default: the master's). See docs/connection-methods.md.
+   * @param options exactly one of `container` and `image`; `user`, `runArgs` (with `image`),
+   *   `dockerPath` (default `'docker'`), `dockerArgs` (global options such as `--host`), common options, `via`.
+   * @throws ContainerNotFoundError (no such container or image), ContainerNotRunningError,
+   *   UnknownUserError, NotAllowedError (no access to the daemon's socket), ToolNotFoundError
+   *   (no docker CLI), InterpreterError (no Node or no sh in the container), and the errors of `local`.
+   */
+  docker(options: DockerOptions & ViaOption): Promise<Context> {
+    return containerMethods().then(({ docker }) => this.#core.connect(docker, options));
+  }
+
+  /**
+   * Starts a context in a Podman container (root or rootless), as `docker`
+   * does: `podman exec --interactive ...`, or `podman run --interactive --rm ...` with `image`.
+   * @param options as `docker`, with `podmanPath` and `podmanArgs`.
+   * @throws as `docker`.
+   */
+  podman(options: PodmanOptions & ViaOption): Promise<Context> {
+    return containerMethods().then(({ podman }) => this.#core.connect(podman, options));
+  }
+
+  /**
+   * Starts a context in a buildah working container (`buildah run [--user U] -- CONTAINER ...`).
+   * @param options `container`, `user`, `buildahPath`, `buildahArgs`, common options, `via`.
+   * @throws ContainerNotFoundError, UnknownUserError, ToolNotFoundError, and the errors of `local`.
+   */
+  buildah(options: BuildahOptions & ViaOption): Promise<Context> {
+    return containerMethods().then(({ buildah }) => this.#core.connect(buildah, options));
+  }
+
+  /**
+   * Starts a context in a container of a Kubernetes pod: `kubectl [options] exec -i POD [-c C] -- ...`.
+   * @param options `pod`, `container`, `namespace`, `context`, `kubeconfig`, `kubectlArgs`,
+   *   `kubectlPath`, common options, `via`.
+   * @throws ContainerNotFoundError (no such pod or container), ContainerNotRunningError,
+   *   NotAllowedError (no pods/exec permission), ToolNotFoundError, and the errors of `local`.
+   */
+  kubectl(options: KubectlOptions & ViaOption): Promise<Context> {
+    return containerMethods().then(({ kubectl }) => this.#core.connect(kubectl, options));
+  }
+
+  /**
+   * Starts a context in a running LXC container: `lxc-attach [--lxcpath P] --clear-env --name C -- ...`.
+   * @param options `container`, `lxcDirectory`, `lxcAttachPath`, common options, `via`.
+   * @throws ContainerNotFoundError, ContainerNotRunningError, NotAllowedError, ToolNotFoundError,
+   *   and the errors of `local`.
+   */
+  lxc(options: LxcOptions & ViaOption): Promise<Context> {
+    return containerMethods().then(({ lxc }) => this.#core.connect(lxc, options));
+  }
+
+  /**
+   * Starts a context in an LXD instance: `lxc exec --mode=noninteractive C -- ...`.
+   * @param options `container` (`[remote:]name`), `lxcPath` (the client, default `'lxc'`), common options, `via`.
+   * @throws ContainerNotFoundError, ContainerNotRunningError, NotAllowedError, ToolNotFoundError,
+   *   and the errors of `local`.
+   */
+  lxd(options: LxdOptions & ViaOption): Promise<Context> {
+    return containerMethods().then(({ lxd }) => this.#core.connect(lxd, options));
+  }
+
+  /**
+   * Starts a context in an Incus instance: `incus exec --mode=non-interactive C -- ...`.
+   * @param options `container` (`[remote:]name`), `incusPath`, common options, `via`.
+   * @throws as `lxd`.
+   */
+  incus(options: IncusOptions & ViaOption): Promise<Context> {
+    return containerMethods().then(({ incus }) => this.#core.connect(incus, options));
+  }
+
+  /**
+   * Starts a context inside a running container's namespaces with
+   * util-linux nsenter, without the runtime's exec; root only. The leader
+   * process is `pid`, or found with `docker inspect`, `podman inspect` or
+   * `lxc-info` for `container` and `runtime`.
+   * @param options `pid`, or `container` and `runtime`; `runtimePath`, `user`, `nsenterPath`, common options, `via`.
+   * @throws NotAllowedError (not root), ContainerNotFoundError, ContainerNotRunningError,
+   *   UnknownUserError, ToolNotFoundError, and the errors of `local`.
+   */
+  setns(options: SetnsOptions & ViaOption): Promise<Context> {
+    return containerMethods().then(({ setns }) => this.#core.connect(setns, options));
+  }
+
+  /**
+   * Starts a context in another root directory: `chroot [--userspec U] PATH ...`, as root.
+   * @param options `path`, `user`, `chrootPath`, common options, `via`.
+   * @throws ContainerNotFoundError (no such directory), NotAllowedError (not root),
+   *   UnknownUserError, ToolNotFoundError, and the errors of `local`.
+   */
+  chroot(options: ChrootOptions & ViaOption): Promise<Context> {
+    return containerMethods().then(({ chroot }) => this.#core.connect(chroot, options));
+  }
+
+  /**
+   * Starts a context through any program that runs a command and passes
+   * its stdin and stdout through (`gcloud compute ssh`, `aws ssm
+   * start-session`, `vagrant ssh -c`, an in-house wrapper): tendril's start
+   * is appended to `argv`, as separate arguments, or as one shell-quoted
+   * string with `remoteShell: true` for tools that hand it to a shell.
+   * @param options `argv`, `remoteShell` (default false), common options, `via`.
+   * @throws ToolNotFoundError (the program is not installed), and the errors of `local`.
+   */
+  command(options: CommandOptions & ViaOption): Promise<Context> {
+    return this.#core.connect(command, options);
+  }
+
+  /**
+   * Starts a context with any connection method: one of tendril's, or one
+   * you wrote (docs/connection-methods.md, "Writing a method"). With `via`,
+   * the method runs in that context; a method of yours is loaded there from
+   * the module that defines it, through module forwarding.
+   * @throws TypeError with `via` when the module defining the method cannot be told (defined by eval, in a REPL).
    * @throws as `local`; Error when the router has been shut down;
    *   ProtocolError when the via context replies with a context that is not under it.
    */
@@ -359,4 +481,9 @@ export class Router extends EventEmitter<RouterEvents> {
   get [ROUTER_SWITCH](): MasterSwitch<Context> {
     return this.#core;
   }
+}
+
+/** The container methods: a chunk of their own, loaded by the first container context. */
+function containerMethods(): Promise<typeof import('../connection/containers/index.js')> {
+  return import('../connection/containers/index.js');
 }

@@ -1,5 +1,6 @@
 import type { ConnectRequest, ReadyInfo, Runtime } from '../core/runtime.js';
 import { bootstrap } from './bootstrap.js';
+import { command } from './command.js';
 import { doas } from './doas.js';
 import { local } from './local.js';
 import type { ConnectionMethod } from './method.js';
@@ -15,14 +16,31 @@ function sshMethod(name: 'ssh' | 'openssh'): Promise<AnyMethod> {
   return import('./ssh-methods.js').then((methods) => methods[name]);
 }
 
+/** The container methods, loaded on first use (see containers/index.ts). */
+function containerMethod(
+  name: 'docker' | 'podman' | 'buildah' | 'kubectl' | 'lxc' | 'lxd' | 'incus' | 'setns' | 'chroot',
+): () => Promise<AnyMethod> {
+  return () => import('./containers/index.js').then((methods) => methods[name]);
+}
+
 /** Connection methods a context can be asked to use through CONNECT, by name. */
 const methods: Record<string, () => Promise<AnyMethod>> = {
   local: async () => local,
   sudo: async () => sudo,
   su: async () => su,
   doas: async () => doas,
+  command: async () => command,
   ssh: () => sshMethod('ssh'),
   openssh: () => sshMethod('openssh'),
+  docker: containerMethod('docker'),
+  podman: containerMethod('podman'),
+  buildah: containerMethod('buildah'),
+  kubectl: containerMethod('kubectl'),
+  lxc: containerMethod('lxc'),
+  lxd: containerMethod('lxd'),
+  incus: containerMethod('incus'),
+  setns: containerMethod('setns'),
+  chroot: containerMethod('chroot'),
 };
 
 /** tendril's own connection method called `name`, or undefined when there is none. */
@@ -32,12 +50,42 @@ export function ownMethod(name: string): Promise<AnyMethod> | undefined {
 }
 
 /**
+ * The connection method called `name` among the exports of `module` (a
+ * namespace, or a CommonJS module's exports).
+ * @throws TypeError naming the module when it exports none.
+ */
+export function exportedMethod(module: unknown, name: string, path: string | undefined): AnyMethod {
+  const exports: Record<string, unknown> = typeof module === 'object' && module !== null ? { ...module } : {};
+  const fallback = exports.default;
+  // `export default method`, `module.exports = { method }` seen through import(), or named exports.
+  const candidates = [
+    ...Object.values(exports),
+    ...(typeof fallback === 'object' && fallback !== null ? Object.values(fallback) : []),
+  ];
+  const found = candidates.find(
+    (value): value is AnyMethod =>
+      typeof value === 'object' &&
+      value !== null &&
+      (value as AnyMethod).name === name &&
+      typeof (value as AnyMethod).start === 'function' &&
+      typeof (value as AnyMethod).defaultNode === 'function',
+  );
+  if (!found) throw new TypeError(`module ${path} exports no connection method named '${name}'`);
+  return found;
+}
+
+/**
  * Serves a CONNECT request: starts a child of this context (the `via`
  * context of the caller) with the named method.
  * @throws Error naming the method when it is unknown; BootstrapError as `bootstrap`.
  */
-export async function connectFromRequest(runtime: Runtime, request: ConnectRequest): Promise<ReadyInfo> {
-  const method = await ownMethod(request.method);
+export async function connectFromRequest(
+  runtime: Runtime,
+  request: ConnectRequest,
+  module?: unknown,
+): Promise<ReadyInfo> {
+  const method =
+    module === undefined ? await ownMethod(request.method) : exportedMethod(module, request.method, request.module);
   if (!method) throw new Error(`unknown connection method '${request.method}' in context '${runtime.router.name}'`);
   // The master checked them; a context checks what it is asked to start with all the same.
   checkMethodOptions(method, request.options, `router.${method.name}()`);

@@ -170,6 +170,69 @@ export class InterpreterError extends BootstrapError {
   }
 }
 
+/**
+ * The container, pod, chroot directory or process a container method was
+ * pointed at does not exist where its tool looked (`docker exec` of an
+ * unknown container, a pod kubectl cannot find, a missing chroot path).
+ */
+export class ContainerNotFoundError extends BootstrapError {
+  /**
+   * @param contextName the context that was being started.
+   * @param what which target was not found, by which tool, on which machine.
+   * @param lastOutput what the tool printed.
+   */
+  constructor(contextName: string, what: string, lastOutput: string) {
+    super(contextName, what, lastOutput, 'ERR_TENDRIL_CONTAINER_NOT_FOUND');
+  }
+}
+
+/** The container exists but is not running (stopped, paused, or still being created), so nothing can run in it. */
+export class ContainerNotRunningError extends BootstrapError {
+  /**
+   * @param contextName the context that was being started.
+   * @param what which container, by which tool, on which machine, and what to do.
+   * @param lastOutput what the tool printed.
+   */
+  constructor(contextName: string, what: string, lastOutput: string) {
+    super(contextName, what, lastOutput, 'ERR_TENDRIL_CONTAINER_NOT_RUNNING');
+  }
+}
+
+/** The program a connection method runs (docker, kubectl, nsenter...) is not installed where it runs. */
+export class ToolNotFoundError extends BootstrapError {
+  /** The command that was not found, as it was run (e.g. `'docker'` or the `dockerPath` given). */
+  readonly tool: string;
+
+  /**
+   * @param contextName the context that was being started.
+   * @param tool the command that was not found.
+   * @param where the machine (and account) it was looked for on.
+   * @param install what provides it, e.g. `'the docker.io or docker-ce package'`.
+   * @param option the option that names another path, e.g. `'dockerPath'`.
+   */
+  constructor(contextName: string, tool: string, where: string, install: string, option: string) {
+    super(
+      contextName,
+      `'${tool}' was not found on ${where}: install ${install}, or give its path with the ${option} option`,
+      undefined,
+      'ERR_TENDRIL_TOOL_NOT_FOUND',
+    );
+    this.tool = tool;
+  }
+}
+
+/** The account a container method was asked to run as does not exist in the container (its passwd file). */
+export class UnknownUserError extends BootstrapError {
+  /**
+   * @param contextName the context that was being started.
+   * @param what which user was not found in which container.
+   * @param lastOutput what the tool printed.
+   */
+  constructor(contextName: string, what: string, lastOutput: string) {
+    super(contextName, what, lastOutput, 'ERR_TENDRIL_UNKNOWN_USER');
+  }
+}
+
 function indent(text: string): string {
   return text
     .split('\n')
@@ -187,4 +250,8 @@ registerRemoteErrors({
   ConnectionRefusedError,
   UnknownHostError,
   InterpreterError,
+  ContainerNotFoundError,
+  ContainerNotRunningError,
+  ToolNotFoundError,
+  UnknownUserError,
 });

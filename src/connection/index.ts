@@ -5,6 +5,7 @@
  * The SSH methods are not part of it: see ssh-methods.ts.
  */
 export * from './bootstrap.js';
+export * from './command.js';
 export * from './connect.js';
 export * from './doas.js';
 export * from './first-stage.js';
@@ -18,3 +19,4 @@ export * from './prompts.js';
 export * from './shell.js';
 export * from './su.js';
 export * from './sudo.js';
+export * from './tool-method.js';

@@ -17,16 +17,41 @@ export interface NamedTarget {
   port?: unknown;
   /** The account logged in as (ssh, openssh) or become (sudo, su, doas). */
   username?: unknown;
+  /** The container (docker, podman, buildah, lxc, lxd, incus, setns) or the pod's container (kubectl). */
+  container?: unknown;
+  /** The image a throwaway container is started from (docker, podman). */
+  image?: unknown;
+  /** The account inside a container or chroot. */
+  user?: unknown;
+  /** kubectl's pod. */
+  pod?: unknown;
+  /** kubectl's namespace. */
+  namespace?: unknown;
+  /** chroot's directory. */
+  path?: unknown;
+  /** setns's process. */
+  pid?: unknown;
+  /** The runtime that finds setns's container. */
+  runtime?: unknown;
+  /** command's program and arguments. */
+  argv?: unknown;
 }
+
+/** The container methods, named `<method>:<container>[(<user>)]`. */
+const CONTAINER_METHODS = new Set(['docker', 'podman', 'buildah', 'lxc', 'lxd', 'incus']);
 
 /**
  * The name of a target of `method` as the caller wrote it:
  * `ssh:[<user>@]<host>[:<port>]` (likewise `openssh`; the host in lower
  * case, as OpenSSH reads it; user and port only when given),
- * `sudo:<user>` (likewise `su`, `doas`; default user `root`), `local`.
+ * `sudo:<user>` (likewise `su`, `doas`; default user `root`), `local`,
+ * `docker:<container>[(<user>)]` or `docker:image=<image>` (likewise
+ * `podman`, `buildah`, `lxc`, `lxd`, `incus`), `kubectl:[<ns>/]<pod>[/<container>]`,
+ * `chroot:<path>`, `setns:pid=<pid>` or `setns:<runtime>/<container>`,
+ * `command:<program>`.
  * A context's default name is this, but for `local` (`local.<pid>@<machine>`)
- * and the become methods (`sudo:<user>@<machine>`), which add the machine
- * only the start knows.
+ * and the methods that run a program on the starting machine (`sudo:<user>@<machine>`,
+ * `docker:web@<machine>`...), which add the machine only the start knows.
  */
 export function targetName(method: string, options: NamedTarget): string {
   if (method === 'ssh' || method === 'openssh') {
@@ -36,6 +61,25 @@ export function targetName(method: string, options: NamedTarget): string {
   }
   if (method === 'sudo' || method === 'su' || method === 'doas') {
     return `${method}:${typeof options.username === 'string' ? options.username : 'root'}`;
+  }
+  const user = options.user === undefined ? '' : `(${String(options.user)})`;
+  if (CONTAINER_METHODS.has(method)) {
+    return `${method}:${options.container === undefined ? `image=${String(options.image)}` : String(options.container)}${user}`;
+  }
+  switch (method) {
+    case 'kubectl': {
+      const namespace = options.namespace === undefined ? '' : `${String(options.namespace)}/`;
+      const container = options.container === undefined ? '' : `/${String(options.container)}`;
+      return `kubectl:${namespace}${String(options.pod)}${container}`;
+    }
+    case 'chroot':
+      return `chroot:${String(options.path)}${user}`;
+    case 'setns':
+      return `setns:${options.container === undefined ? `pid=${String(options.pid)}` : `${String(options.runtime)}/${String(options.container)}`}${user}`;
+    case 'command': {
+      const program = Array.isArray(options.argv) ? String(options.argv[0]) : '';
+      return `command:${program.slice(program.lastIndexOf('/') + 1)}`;
+    }
   }
   return method;
 }

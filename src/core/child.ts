@@ -135,11 +135,12 @@ function start(
     setTimeout(() => process.exit(1), ORPHAN_DEADLINE);
     shutdown(ORPHAN_GRACE, 1);
   });
-  serve(router, CONNECT_SPEC, (request) =>
-    importer
-      .import(CONNECTION_MODULE_ID, CONNECTION_MODULE_ID)
-      .then((connection) => (connection as ConnectionModule).connectFromRequest(runtime, request)),
-  );
+  serve(router, CONNECT_SPEC, async (request) => {
+    const connection = (await importer.import(CONNECTION_MODULE_ID, CONNECTION_MODULE_ID)) as ConnectionModule;
+    // A user's own method: the module the master says exports it, fetched like a call's module.
+    const method = request.module === undefined ? undefined : await importer.import(request.module, request.module);
+    return connection.connectFromRequest(runtime, request, method);
+  });
 
   // A stray exception in user code must not take the context down with it.
   process.on('uncaughtException', (error) => {

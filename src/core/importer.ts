@@ -37,6 +37,8 @@ export const CORE_MODULE_ID = 'tendril:core';
 export const CONNECTION_MODULE_ID = 'tendril:connection';
 /** The SSH connection methods (src/connection/ssh-methods.ts), loaded by the connection layer when first used. */
 export const SSH_MODULE_ID = 'tendril:ssh';
+/** The container methods (src/connection/containers), loaded by the connection layer when first used. */
+export const CONTAINERS_MODULE_ID = 'tendril:containers';
 /** Module forwarding's name for tendril's services (commands, files), loaded in a context on its first use. */
 export const TOOLKIT_MODULE_ID = 'tendril:toolkit';
 /** How long a synchronous `require()` waits for its module, in ms. */

@@ -58,6 +58,6 @@ export type { ConnectRequest } from './protocol/connect.js';
 
 /** What the connection module exports to children. */
 export interface ConnectionModule {
-  /** Serves a CONNECT request in this context. */
-  connectFromRequest(runtime: Runtime, request: ConnectRequest): Promise<ReadyInfo>;
+  /** Serves a CONNECT request in this context; `method` is the user's method `request.module` exported. */
+  connectFromRequest(runtime: Runtime, request: ConnectRequest, method?: unknown): Promise<ReadyInfo>;
 }

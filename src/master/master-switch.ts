@@ -241,16 +241,13 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
       await this.refuseIfClosing(info.id);
       return this.keep(this.makeContext(this, info.id, info.name, this.id, info));
     }
-    if ((await ownMethod(method.name)) !== method) {
-      throw new TypeError(
-        `connection method '${method.name}' is not one of tendril's own, so it cannot be used with via`,
-      );
-    }
     const request: ConnectRequest = {
       method: method.name,
       options: rest as Record<string, unknown>,
       taken: this.contextNamesStartingWith(`${method.name}${method.name === 'local' ? '.' : ':'}`),
     };
+    // A method of the user's: the via context imports the module that defines it, as it would a call's.
+    if ((await ownMethod(method.name)) !== method) request.module = this.methodModule(method);
     // The via context enforces connectTimeout itself and says so; one that never answers (hung, or hostile) is given up on STOP_GRACE later.
     const connectTimeout = (rest as CommonOptions).connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
     let info: ReadyInfo;
@@ -278,6 +275,22 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     }
     await this.refuseIfClosing(info.id);
     return this.keep(this.makeContext(this, info.id, info.name, via.id, info));
+  }
+
+  /**
+   * The module that defines `method`, for a via context to import it from
+   * (and now served to it).
+   * @throws TypeError when that cannot be told (a method made by eval, or in the REPL).
+   */
+  private methodModule(method: ConnectionMethod<never>): string {
+    const file = definingModule(method.start, callerModule());
+    if (file === undefined) {
+      throw new TypeError(
+        `cannot tell which module defines connection method '${method.name}', so a via context cannot load it: define it in a module file`,
+      );
+    }
+    this.responder.trust(file);
+    return file;
   }
 
   /** Records a context this master started, until it leaves the tree. */

@@ -6,7 +6,13 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { deflateRaw } from 'node:zlib';
 import { CALL_FILE } from '../core/call-base.js';
-import { CONNECTION_MODULE_ID, CORE_MODULE_ID, SSH_MODULE_ID, TOOLKIT_MODULE_ID } from '../core/importer.js';
+import {
+  CONNECTION_MODULE_ID,
+  CONTAINERS_MODULE_ID,
+  CORE_MODULE_ID,
+  SSH_MODULE_ID,
+  TOOLKIT_MODULE_ID,
+} from '../core/importer.js';
 import { logger } from '../core/log.js';
 import type { Message } from '../core/message.js';
 import {
@@ -122,6 +128,7 @@ export class ModuleResponder {
     for (const [spec, file] of [
       [CONNECTION_MODULE_ID, 'connection.cjs'],
       [SSH_MODULE_ID, 'ssh.cjs'],
+      [CONTAINERS_MODULE_ID, 'containers.cjs'],
       [TOOLKIT_MODULE_ID, 'toolkit.cjs'],
     ] as const) {
       const path = realpathSync(assetPath(file));
@@ -501,13 +508,12 @@ export class ModuleResponder {
     return compress({ path, format, source, deps });
   }
 
-  /** What a layer requires besides Node built-ins and the core: the SSH methods run on the connection layer. */
+  /** What a layer requires besides Node built-ins and the core: the SSH and container methods run on the connection layer. */
   private layerDeps(path: string): Record<string, Target> {
     const deps = emptyRecord<Target>();
     const connection = this.layers.get(CONNECTION_MODULE_ID);
-    if (path === this.layers.get(SSH_MODULE_ID) && connection !== undefined) {
-      deps[CONNECTION_MODULE_ID] = { path: connection };
-    }
+    const onConnection = path === this.layers.get(SSH_MODULE_ID) || path === this.layers.get(CONTAINERS_MODULE_ID);
+    if (onConnection && connection !== undefined) deps[CONNECTION_MODULE_ID] = { path: connection };
     return deps;
   }
 

@@ -99,6 +99,7 @@ const FIELDS = new Set([
   'presented',
   'expected',
   'methodsTried',
+  'tool',
 
   'size',
   'maxMessageSize',

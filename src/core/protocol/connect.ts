@@ -12,11 +12,18 @@ export interface ConnectRequest {
   options: Record<string, unknown>;
   /** Names of contexts elsewhere in the tree that the method's default name could clash with. */
   taken?: string[];
+  /**
+   * For a method that is not one of tendril's own: the module (a path on
+   * the master) that exports it. The receiving context imports it through
+   * module forwarding and uses its export named `method`.
+   */
+  module?: string;
 }
 
 /**
  * CONNECT: start a child from the receiving context with one of tendril's
- * connection methods; replies with its ready info. Parent authority only.
+ * connection methods, or one a module of the master exports; replies with
+ * its ready info. Parent authority only.
  * The requester also checks the new context's ID lies in the via
  * context's subtree.
  */
@@ -31,6 +38,7 @@ export const CONNECT_SPEC: HandleSpec<ConnectRequest, ReadyInfo> = {
       options: record(request.options, 'options'),
     };
     if (request.taken !== undefined) out.taken = strings(request.taken, 'taken', 100_000);
+    if (request.module !== undefined) out.module = string(request.module, 'module');
     return out;
   },
   reply: readyInfo,

@@ -3,6 +3,14 @@
  * come from another process, through the UNIX listener), and reduced to
  * the key that says whether two requests mean one connection.
  */
+import type { CommandOptions } from '../../connection/command.js';
+import type { BuildahOptions } from '../../connection/containers/buildah.js';
+import type { ChrootOptions } from '../../connection/containers/chroot.js';
+import type { DockerOptions, PodmanOptions } from '../../connection/containers/engine.js';
+import type { KubectlOptions } from '../../connection/containers/kubectl.js';
+import type { LxcOptions } from '../../connection/containers/lxc.js';
+import type { IncusOptions, LxdOptions } from '../../connection/containers/lxd.js';
+import type { SetnsOptions } from '../../connection/containers/setns.js';
 import type { DoasOptions } from '../../connection/doas.js';
 import type { LocalOptions } from '../../connection/local.js';
 import { targetName } from '../../connection/naming.js';
@@ -39,10 +47,40 @@ export type PoolTarget =
   | ({ method: 'openssh' } & OpensshOptions & PoolVia)
   | ({ method: 'sudo' } & SudoOptions & PoolVia)
   | ({ method: 'su' } & SuOptions & PoolVia)
-  | ({ method: 'doas' } & DoasOptions & PoolVia);
+  | ({ method: 'doas' } & DoasOptions & PoolVia)
+  | ({ method: 'docker' } & DockerOptions & PoolVia)
+  | ({ method: 'podman' } & PodmanOptions & PoolVia)
+  | ({ method: 'buildah' } & BuildahOptions & PoolVia)
+  | ({ method: 'kubectl' } & KubectlOptions & PoolVia)
+  | ({ method: 'lxc' } & LxcOptions & PoolVia)
+  | ({ method: 'lxd' } & LxdOptions & PoolVia)
+  | ({ method: 'incus' } & IncusOptions & PoolVia)
+  | ({ method: 'setns' } & SetnsOptions & PoolVia)
+  | ({ method: 'chroot' } & ChrootOptions & PoolVia)
+  | ({ method: 'command' } & CommandOptions & PoolVia);
 
 /** The connection methods a pool can use. */
-export const POOL_METHODS = ['local', 'ssh', 'openssh', 'sudo', 'su', 'doas'] as const;
+export const POOL_METHODS = [
+  'local',
+  'ssh',
+  'openssh',
+  'sudo',
+  'su',
+  'doas',
+  'docker',
+  'podman',
+  'buildah',
+  'kubectl',
+  'lxc',
+  'lxd',
+  'incus',
+  'setns',
+  'chroot',
+  'command',
+] as const;
+
+/** Options that change how a context starts but not which target it is: left out of a target's key. */
+const NOT_IDENTITY = new Set(['name', 'connectTimeout', 'nodePath', 'preferTargetModules', 'nodeCandidates']);
 
 /** One of `POOL_METHODS`. */
 export type PoolMethod = (typeof POOL_METHODS)[number];
@@ -118,7 +156,16 @@ function parse(target: unknown, where: string, path: string, level: number): Par
   }
   const identity = identify(method as PoolMethod, options, where, path);
   const viaKey = parsedVia instanceof Context ? `#${parsedVia.id}` : parsedVia?.key;
-  const key = JSON.stringify([method, identity.host, identity.port, identity.user, identity.jump, name, viaKey]);
+  const key = JSON.stringify([
+    method,
+    identity.host,
+    identity.port,
+    identity.user,
+    identity.jump,
+    identity.detail,
+    name,
+    viaKey,
+  ]);
   let label = identity.label;
   if (name !== undefined) label += ` name=${name}`;
   if (parsedVia instanceof Context) label += ` via context '${parsedVia.name}' (id ${parsedVia.id})`;
@@ -134,6 +181,8 @@ interface Identity {
   user: string | null;
   /** ssh's and openssh's jump hosts, as a stable string. */
   jump: string | null;
+  /** The other methods' options that say where (container, image, pod, path, argv...), as a stable string. */
+  detail: string | null;
   label: string;
 }
 
@@ -141,7 +190,7 @@ function identify(method: PoolMethod, options: Record<string, unknown>, where: s
   const option = (name: string) => `${path}${name}`;
   switch (method) {
     case 'local':
-      return { host: null, port: null, user: null, jump: null, label: targetName(method, {}) };
+      return { host: null, port: null, user: null, jump: null, detail: null, label: targetName(method, {}) };
     case 'ssh':
     case 'openssh': {
       const host = text(options.hostname, option('hostname'), where, undefined, 1024);
@@ -159,6 +208,7 @@ function identify(method: PoolMethod, options: Record<string, unknown>, where: s
         port,
         user,
         jump,
+        detail: null,
         label: `${label}${jump === null ? '' : ` (through ${jump})`}`,
       };
     }
@@ -166,7 +216,23 @@ function identify(method: PoolMethod, options: Record<string, unknown>, where: s
     case 'su':
     case 'doas': {
       const user = text(options.username, option('username'), where, 'root');
-      return { host: null, port: null, user, jump: null, label: targetName(method, { username: user }) };
+      return { host: null, port: null, user, jump: null, detail: null, label: targetName(method, { username: user }) };
+    }
+    default: {
+      // The container methods and command: every option that says where (container, image, user,
+      // pod, path, argv...) is part of the key, in a stable order; the method checks their values as it starts.
+      const identity = Object.keys(options)
+        .filter((key) => !NOT_IDENTITY.has(key))
+        .sort()
+        .map((key) => [key, options[key]]);
+      return {
+        host: null,
+        port: null,
+        user: null,
+        jump: null,
+        detail: JSON.stringify(identity),
+        label: targetName(method, options),
+      };
     }
   }
 }

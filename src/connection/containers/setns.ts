@@ -1,0 +1,204 @@
+/**
+ * `setns`: a context inside a running container's namespaces, entered
+ * with util-linux's nsenter (Node has no setns), without the runtime's
+ * own exec: for a container whose runtime CLI is missing, broken or too
+ * slow, or a process that is no container at all. Root only.
+ */
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { InvalidOptionError } from '../../core/errors.js';
+import { integer, text } from '../../core/options.js';
+import type { CommonOptions } from '../bootstrap.js';
+import {
+  BootstrapError,
+  ContainerNotFoundError,
+  ContainerNotRunningError,
+  NotAllowedError,
+  ToolNotFoundError,
+  UnknownUserError,
+} from '../errors.js';
+import type { ConnectionMethod, Session } from '../method.js';
+import { COMMON_OPTIONS, optionNames } from '../method-options.js';
+import { failure, toolMethod } from '../tool-method.js';
+import { noShell, plainName } from './names.js';
+
+/** The runtimes whose containers `setns` can find by name. */
+export type SetnsRuntime = 'docker' | 'podman' | 'lxc';
+
+/** Options of the `setns` method: `pid`, or `container` and `runtime`. */
+export interface SetnsOptions extends CommonOptions {
+  /** The process whose namespaces to enter (a container's leader). Exactly one of `pid` and `container`. */
+  pid?: number;
+  /** The container whose leader process to find with `runtime`. */
+  container?: string;
+  /** How to find the container's leader: `docker inspect`, `podman inspect` or `lxc-info`. Required with `container`. */
+  runtime?: SetnsRuntime;
+  /** The runtime's command. Default: `docker`, `podman` or `lxc-info`. */
+  runtimePath?: string;
+  /** The account to run as inside: a name (from the container's /etc/passwd) or a numeric uid. Default: root. */
+  user?: string;
+  /** The nsenter command. Default `'nsenter'` (util-linux). */
+  nsenterPath?: string;
+}
+
+const RUNTIMES: readonly SetnsRuntime[] = ['docker', 'podman', 'lxc'];
+
+/** How long finding the leader may take at most, in ms, whatever is left of connectTimeout. */
+const LOOKUP_LIMIT = 30_000;
+
+function subject(options: SetnsOptions): string {
+  return options.container === undefined
+    ? `process ${options.pid}`
+    : `${options.runtime} container '${options.container}'`;
+}
+
+/**
+ * The leader process of the container, as its runtime reports it.
+ * @throws ToolNotFoundError, ContainerNotFoundError, ContainerNotRunningError.
+ */
+async function leaderPid(options: SetnsOptions, session: Session, machine: string): Promise<number> {
+  if (options.pid !== undefined) return options.pid;
+  const runtime = options.runtime as SetnsRuntime;
+  const container = options.container as string;
+  const tool = options.runtimePath ?? (runtime === 'lxc' ? 'lxc-info' : runtime);
+  const argv =
+    runtime === 'lxc'
+      ? ['--name', container, '--pid', '--no-humanize']
+      : ['inspect', '--format', '{{.State.Pid}}', container];
+  session.step = `finding the leader process of ${subject(options)} with ${tool} on ${machine}`;
+  const { error, stdout, stderr } = await new Promise<{
+    error: { code?: unknown } | null;
+    stdout: string;
+    stderr: string;
+  }>((resolve) =>
+    execFile(
+      tool,
+      argv,
+      { timeout: Math.max(1, Math.min(LOOKUP_LIMIT, session.deadline - Date.now())), maxBuffer: 64 * 1024 },
+      (failed, out, err) => resolve({ error: failed, stdout: String(out), stderr: String(err) }),
+    ),
+  );
+  if (error?.code === 'ENOENT') {
+    throw new ToolNotFoundError(
+      session.name,
+      tool,
+      machine,
+      `the ${runtime === 'lxc' ? 'lxc' : runtime} package`,
+      'runtimePath',
+    );
+  }
+  const output = `${stdout}${stderr}`.trim();
+  if (error && /no such (object|container)|not known|doesn't exist|does not exist/i.test(output)) {
+    throw new ContainerNotFoundError(session.name, `no ${subject(options)} on ${machine}`, output);
+  }
+  if (error) throw new BootstrapError(session.name, `${tool} could not tell the leader of ${subject(options)}`, output);
+  const pid = Number(stdout.trim());
+  if (!Number.isSafeInteger(pid) || pid <= 0) {
+    throw new ContainerNotRunningError(session.name, `${subject(options)} on ${machine} is not running`, output);
+  }
+  return pid;
+}
+
+/**
+ * `user` as nsenter's `-S uid -G gid`, read from the container's own
+ * passwd file (through /proc/PID/root, so the container's, not this machine's).
+ * @throws UnknownUserError when the container has no such account.
+ */
+function credentials(options: SetnsOptions, pid: number, session: Session, machine: string): string[] {
+  const user = options.user;
+  if (user === undefined) return [];
+  const passwd = (() => {
+    try {
+      return readFileSync(`/proc/${pid}/root/etc/passwd`, 'utf8');
+    } catch {
+      return '';
+    }
+  })();
+  const entry = passwd
+    .split('\n')
+    .map((line) => line.split(':'))
+    .find((fields) => fields.length >= 4 && (fields[0] === user || fields[2] === user));
+  if (entry) return ['-S', entry[2] as string, '-G', entry[3] as string];
+  // A numeric uid needs no entry (as `docker exec --user 1234` does not).
+  if (/^\d+$/.test(user)) return ['-S', user, '-G', user];
+  throw new UnknownUserError(session.name, `user '${user}' does not exist in ${subject(options)} on ${machine}`, '');
+}
+
+/** `setns`: finds the leader PID, then runs `nsenter -t PID -m -u -i -n -p -r -w [-S uid -G gid] ...`. */
+export const setns: ConnectionMethod<SetnsOptions> = toolMethod<SetnsOptions>({
+  name: 'setns',
+  optionNames: optionNames<SetnsOptions>({
+    ...COMMON_OPTIONS,
+    pid: true,
+    container: true,
+    runtime: true,
+    runtimePath: true,
+    user: true,
+    nsenterPath: true,
+  }),
+  checkOptions(options, where) {
+    const pid = integer(options.pid, 'pid', where, undefined, 1, 2 ** 22);
+    if (options.container !== undefined) plainName(options.container, 'container', where, 'a running container');
+    if ((pid === undefined) === (options.container === undefined)) {
+      throw new InvalidOptionError('pid', where, 'exactly one of pid and container (with runtime)', options.pid);
+    }
+    if (options.container !== undefined && !RUNTIMES.includes(options.runtime as SetnsRuntime)) {
+      throw new InvalidOptionError(
+        'runtime',
+        where,
+        `one of ${RUNTIMES.join(', ')} (how to find the container)`,
+        options.runtime,
+      );
+    }
+    if (options.container === undefined && options.runtime !== undefined) {
+      throw new InvalidOptionError('runtime', where, 'only given with container', options.runtime);
+    }
+    text(options.runtimePath, 'runtimePath', where, undefined, 4096);
+    text(options.user, 'user', where, undefined);
+    text(options.nsenterPath, 'nsenterPath', where, undefined, 4096);
+  },
+  tool: (options) => options.nsenterPath ?? 'nsenter',
+  toolOption: 'nsenterPath',
+  install: 'util-linux',
+  async command(options, argv, session, machine) {
+    // Entering another process's mount and PID namespaces takes CAP_SYS_ADMIN; say so before trying.
+    if (process.getuid?.() !== 0) {
+      throw new NotAllowedError(
+        session.name,
+        `setns enters namespaces with nsenter, which needs root on ${machine}: start the context via a sudo context`,
+        '',
+      );
+    }
+    const pid = await leaderPid(options, session, machine);
+    session.step = `entering the namespaces of ${subject(options)} (pid ${pid}) with nsenter on ${machine}`;
+    return [
+      options.nsenterPath ?? 'nsenter',
+      '-t',
+      String(pid),
+      '-m',
+      '-u',
+      '-i',
+      '-n',
+      '-p',
+      '-r',
+      '-w',
+      ...credentials(options, pid, session, machine),
+      '--',
+      ...argv,
+    ];
+  },
+  step: (options, machine) => `entering ${subject(options)} on ${machine}`,
+  failures: (options, machine) => [
+    failure(
+      /No such process|No such file or directory.*\/proc\//,
+      ContainerNotRunningError,
+      `${subject(options)} on ${machine} is gone`,
+    ),
+    failure(
+      /Operation not permitted|Permission denied/,
+      NotAllowedError,
+      `nsenter may not enter ${subject(options)} on ${machine}`,
+    ),
+    noShell(subject(options), machine),
+  ],
+});

@@ -1,0 +1,139 @@
+// The podman and buildah methods against real Podman (root, runc) with a
+// private store: contexts in running containers, in throwaway containers of
+// an image, in buildah working containers; become methods inside; each
+// failure as its typed error.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import {
+  ContainerNotFoundError,
+  ContainerNotRunningError,
+  InterpreterError,
+  Router,
+  ToolNotFoundError,
+  UnknownUserError,
+} from 'tendril';
+import { CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed, ROOT_PASSWORD } from './support/containers.js';
+
+/** Command lines of the processes in a container, read from its /proc (the image has no ps). */
+function processesIn(bed: PodmanBed, container: string): string[] {
+  return bed
+    .podman(['exec', container, 'sh', '-c', 'for p in /proc/[0-9]*; do tr "\\0" " " < "$p/cmdline"; echo; done'])
+    .split('\n')
+    .filter((line) => line.trim() !== '');
+}
+
+describe('podman', () => {
+  let bed: PodmanBed;
+  let scratch: string;
+  before(() => {
+    bed = PodmanBed.start();
+    scratch = mkdtempSync(join(tmpdir(), 'tendril-podman-test-'));
+    bed.run('web');
+  });
+  after(() => {
+    bed?.stop();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  test('a context in a running container answers calls, forwards modules, runs exec and copy, and leaves nothing behind', async () => {
+    await using router = new Router();
+    const context = await router.podman({ container: 'web', podmanArgs: bed.args });
+    assert.match(context.name, /^podman:web@/);
+    const { node } = await exerciseContext(context, scratch);
+    assert.match(node, /^v18\./, "the container's own Node (Debian 12's), not the master's");
+    await context.shutdown();
+    assert.deepEqual(
+      processesIn(bed, 'web').filter((line) => line.includes('tendril')),
+      [],
+      'no process of the context is left in the container',
+    );
+  });
+
+  test('as another user, then sudo and su inside the container', async () => {
+    await using router = new Router();
+    const app = await router.podman({ container: 'web', user: IMAGE_USER, podmanArgs: bed.args });
+    assert.equal(await app.call(() => process.getuid?.()), 1000);
+    const root = await router.sudo({ via: app });
+    assert.equal(await root.call(() => process.getuid?.()), 0);
+    const su = await router.su({ via: app, password: ROOT_PASSWORD });
+    assert.equal((await su.exec('id', ['-un'])).stdout, 'root');
+  });
+
+  test('with image, a throwaway container lives as long as the context', async () => {
+    await using router = new Router();
+    const before = bed.podman(['ps', '--all', '--quiet']).split('\n').filter(Boolean).length;
+    const context = await router.podman({ image: bed.image, runArgs: CONTAINER_LIMITS, podmanArgs: bed.args });
+    assert.match(context.name, /^podman:image=localhost\/tendril-test-node:latest@/);
+    assert.equal(await context.call(() => 6 * 7), 42);
+    assert.equal(bed.podman(['ps', '--all', '--quiet']).split('\n').filter(Boolean).length, before + 1);
+    await context.shutdown();
+    // --rm: the engine removes it once the context's process has exited.
+    const deadline = Date.now() + 10_000;
+    while (bed.podman(['ps', '--all', '--quiet']).split('\n').filter(Boolean).length > before) {
+      assert.ok(Date.now() < deadline, 'the throwaway container was not removed');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  });
+
+  test('failures are typed errors quoting podman', async () => {
+    await using router = new Router();
+    await assert.rejects(router.podman({ container: 'nosuch', podmanArgs: bed.args }), (error: unknown) => {
+      assert.ok(error instanceof ContainerNotFoundError, String(error));
+      assert.match(error.message, /no container 'nosuch' on .*: no container with name or ID "nosuch" found/s);
+      return true;
+    });
+    bed.podman(['create', '--name', 'stopped', ...CONTAINER_LIMITS, bed.image, 'sleep', 'infinity']);
+    await assert.rejects(
+      router.podman({ container: 'stopped', podmanArgs: bed.args }),
+      (error: unknown) => error instanceof ContainerNotRunningError && /is not running/.test(error.message),
+    );
+    await assert.rejects(
+      router.podman({ container: 'web', user: 'nobody-here', podmanArgs: bed.args }),
+      (error: unknown) => error instanceof UnknownUserError && /user 'nobody-here' does not exist/.test(error.message),
+    );
+    await assert.rejects(
+      router.podman({ container: 'web', podmanPath: '/nonexistent/podman' }),
+      (error: unknown) =>
+        error instanceof ToolNotFoundError &&
+        error.tool === '/nonexistent/podman' &&
+        /install the podman package, or give its path with the podmanPath option/.test(error.message),
+    );
+  });
+
+  test('a container without Node is an InterpreterError naming the container and what was tried', async () => {
+    await using router = new Router();
+    bed.run('nonode');
+    bed.podman(['exec', 'nonode', 'rm', '/usr/bin/node', '/usr/bin/nodejs']);
+    await assert.rejects(router.podman({ container: 'nonode', podmanArgs: bed.args }), (error: unknown) => {
+      assert.ok(error instanceof InterpreterError, String(error));
+      assert.match(error.message, /context 'podman:nonode@[^']+'/);
+      assert.match(error.message, /no Node\.js interpreter found .*tried node, nodejs/s);
+      return true;
+    });
+  });
+
+  test('buildah: a context in a working container, whose changes a commit keeps', async () => {
+    await using router = new Router();
+    execFileSync('buildah', [...bed.buildahArgs, 'from', '--name', 'work', bed.image], { stdio: 'ignore' });
+    const context = await router.buildah({ container: 'work', buildahArgs: bed.buildahArgs });
+    assert.match(context.name, /^buildah:work@/);
+    await exerciseContext(context, scratch);
+    await context.call(() => require('node:fs').writeFileSync('/etc/built-by-tendril', 'yes'));
+    await context.shutdown();
+    execFileSync('buildah', [...bed.buildahArgs, 'commit', '--quiet', 'work', 'localhost/built:latest'], {
+      stdio: 'ignore',
+    });
+    assert.equal(
+      bed.podman(['run', '--rm', ...CONTAINER_LIMITS, 'localhost/built:latest', 'cat', '/etc/built-by-tendril']),
+      'yes',
+    );
+    await assert.rejects(
+      router.buildah({ container: 'nosuch', buildahArgs: bed.buildahArgs }),
+      (error: unknown) => error instanceof ContainerNotFoundError && /container not known/.test(error.message),
+    );
+  });
+});
