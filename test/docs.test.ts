@@ -14,6 +14,9 @@
 // - ```sh blocks: the README's two commands are the demo (run here from
 //   its build) and the test command (which is this run); any other shell
 //   block runs with sh.
+// - Container examples reach a Podman store of this file's own, through
+//   CONTAINERS_STORAGE_CONF and CONTAINERS_CONF, with a container `web`
+//   running the test image (test/support/containers.ts).
 // - ```text blocks are diagrams and output, not code. A block in any other
 //   language fails the test: it could not be checked.
 import assert from 'node:assert/strict';
@@ -23,6 +26,7 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { marked, type Tokens } from 'marked';
+import { PodmanBed } from './support/containers.js';
 import { ROOT } from './support/procs.js';
 import { sshHome, startTestbed, type Testbed } from './support/testbed.js';
 import { typeCheck } from './support/typecheck.js';
@@ -62,12 +66,22 @@ describe('README and docs examples run as written', () => {
   let bed: Testbed;
   let env: NodeJS.ProcessEnv;
 
+  let containers: PodmanBed | undefined;
+
   before(async () => {
     bed = await startTestbed();
     rmSync(SCRATCH, { recursive: true, force: true });
     env = sshHome(bed, join(SCRATCH, 'home'));
+    // Container examples use plain `podman`: its configuration files point it at this file's own store,
+    // where a container `web` of the test image (Node, sudo, an account `app`) runs.
+    containers = PodmanBed.start();
+    containers.run('web');
+    Object.assign(env, podmanConfiguration(containers));
   });
-  after(() => bed.stop());
+  after(async () => {
+    containers?.stop();
+    await bed.stop();
+  });
 
   test('every code block is in a language this test runs', () => {
     const unknown = DOCUMENTS.flatMap((document) =>
@@ -134,4 +148,27 @@ async function run(command: string, args: string[], cwd: string, env: NodeJS.Pro
     const { stdout, stderr, message } = error as { stdout?: string; stderr?: string; message: string };
     throw new Error(`the example at ${where} failed: ${message}\n${stdout ?? ''}${stderr ?? ''}`);
   }
+}
+
+/** The environment that makes a plain `podman` use `bed`'s store and settings, as its `args` do. */
+function podmanConfiguration(bed: PodmanBed): NodeJS.ProcessEnv {
+  const storage = join(bed.dir, 'storage.conf');
+  writeFileSync(
+    storage,
+    `[storage]\ndriver = "overlay"\ngraphroot = "${join(bed.dir, 'root')}"\nrunroot = "${join(bed.dir, 'run')}"\n`,
+  );
+  const containers = join(bed.dir, 'containers.conf');
+  writeFileSync(
+    containers,
+    [
+      '[containers]',
+      'default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]',
+      '[engine]',
+      'runtime = "runc"',
+      'cgroup_manager = "cgroupfs"',
+      'events_logger = "file"',
+      '',
+    ].join('\n'),
+  );
+  return { CONTAINERS_STORAGE_CONF: storage, CONTAINERS_CONF: containers };
 }
