@@ -16,7 +16,7 @@ import { openReply } from '../core/protocol/serve.js';
 import type { BootConfig, ReadyInfo, Runtime } from '../core/runtime.js';
 import { Stream } from '../core/stream.js';
 import { Abort } from './abort.js';
-import { converse } from './conversation.js';
+import { converse, type EarlyOutput } from './conversation.js';
 import { BootstrapError, ConnectTimeoutError, InterpreterError } from './errors.js';
 import { bootstrapPayload, firstStage } from './first-stage.js';
 import type { ConnectionMethod, Session, Transport } from './method.js';
@@ -174,15 +174,17 @@ async function startChild<O extends CommonOptions>(
   // Without prompts to answer the core goes at once, overlapping the interpreter's start.
   if (!conversation) sendCore();
 
+  const early: EarlyOutput = { bytes: Buffer.alloc(0) };
   // Why the child died, once its process has exited and its last output is in.
   const ended = async (): Promise<BootstrapError> => {
     const status = await transport.process.exited;
     await within(outputDone, OUTPUT_SETTLE, undefined);
+    const before = early.bytes.toString('utf8').replace(/\r/g, '').trim();
     return explain(
       transport,
       name,
       `${transport.where} process ended before it was ready (${describeExit(status)})`,
-      tail,
+      before ? [...tail, ...before.split('\n')].slice(-TAIL_LINES) : tail,
     );
   };
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -198,7 +200,7 @@ async function startChild<O extends CommonOptions>(
     // Aborted while the transport came up: straight to the clean-up below.
     abort.check();
     const leftover = await Promise.race([
-      converse(transport, conversation, sendCore, session),
+      converse(transport, conversation, sendCore, session, early),
       ended().then((error) => Promise.reject(error)),
       timedOut,
       abort.rejected,

@@ -7,12 +7,27 @@
 import { HELLO } from './first-stage.js';
 import type { Conversation, Session, Transport } from './method.js';
 
+/** Most bytes of the target's stdout kept while waiting for the hello: the end of what it wrote there. */
+const EARLY_OUTPUT_BYTES = 4096;
+
+/**
+ * What the target wrote on its stdout before the hello: not tendril's, but
+ * the program's in between (`docker exec` prints the OCI runtime's
+ * complaint there, not on stderr), quoted with its stderr when the start
+ * fails. At most the last `EARLY_OUTPUT_BYTES`: a target writing without
+ * end makes nothing grow.
+ */
+export interface EarlyOutput {
+  bytes: Buffer;
+}
+
 /**
  * Waits for the first stage's hello on the target's stdout, answering
  * prompts meanwhile; sends the core once it may. Resolves with bytes that
  * followed the hello (the start of the child's first message).
  * @param conversation the method's answers to prompts; undefined when it never prompts (the core went out already).
  * @param sendCore writes the core; called on the hello when there is a conversation.
+ * @param early receives what came before the hello, while no hello has come.
  * @returns a promise that rejects with the conversation's error (a refusal, a wrong or missing password).
  */
 export function converse(
@@ -20,6 +35,7 @@ export function converse(
   conversation: Conversation | undefined,
   sendCore: () => void,
   session: Session,
+  early: EarlyOutput,
 ): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
     let seen = '';
@@ -40,7 +56,12 @@ export function converse(
     const onOutput = (chunk: Buffer) => {
       received = Buffer.concat([received, chunk]);
       const at = received.indexOf(HELLO);
-      if (at === -1) return;
+      if (at === -1) {
+        // The tail is kept whole: it holds at least the start of a hello split across chunks.
+        if (received.length > EARLY_OUTPUT_BYTES) received = received.subarray(received.length - EARLY_OUTPUT_BYTES);
+        early.bytes = received;
+        return;
+      }
       finish();
       if (conversation) sendCore();
       resolve(received.subarray(at + HELLO.length));

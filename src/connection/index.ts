@@ -8,6 +8,7 @@ export * from './bootstrap.js';
 export * from './command.js';
 export * from './connect.js';
 export * from './doas.js';
+export * from './errors.js';
 export * from './first-stage.js';
 export * from './local.js';
 export * from './method.js';

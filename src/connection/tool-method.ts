@@ -103,7 +103,7 @@ export function toolMethod<O extends NamedTarget>(spec: ToolMethodSpec<O>): Conn
 }
 
 /** This process's account name, for messages; its uid where the passwd entry cannot be read. */
-function accountName(): string {
+export function accountName(): string {
   try {
     return userInfo().username;
   } catch {

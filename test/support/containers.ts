@@ -11,7 +11,16 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Context } from 'tendril';
@@ -152,67 +161,150 @@ export class PodmanBed {
   }
 }
 
-/** A dockerd of this bed's own (its data root, socket and no network setup), with the test image imported. */
+/** Resolves after `ms` milliseconds. */
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A daemon the bed started: its process and the last lines it logged, for the error when it fails. */
+interface Daemon {
+  readonly process: ChildProcess;
+  readonly log: string[];
+}
+
+/** Starts `command` with its stderr kept (the last 50 chunks); stdout is not read. */
+function startDaemon(command: string, args: string[]): Daemon {
+  const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const log: string[] = [];
+  child.stderr?.on('data', (chunk: Buffer) => {
+    log.push(chunk.toString());
+    if (log.length > 50) log.shift();
+  });
+  // A spawn error (ENOENT) is seen as the exit code below, not thrown at the event loop.
+  child.on('error', (error) => log.push(String(error)));
+  return { process: child, log };
+}
+
+/** Stops a daemon with SIGTERM, then SIGKILL after `graceMs`; resolves once it has exited. */
+async function stopDaemon(daemon: Daemon, graceMs: number): Promise<void> {
+  const child = daemon.process;
+  if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  const killer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(killer);
+}
+
+/** Mount points at or under `dir`, deepest first (from this process's mount table). */
+function mountsUnder(dir: string): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[4] ?? '')
+    .filter((point) => point === dir || point.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+}
+
+/**
+ * A Docker engine of this bed's own: a containerd with its own root, state
+ * and socket, and a dockerd using it (`--containerd`: never a containerd
+ * another run or the system started) with its own data root, exec root,
+ * pid file and socket, and no network setup (`--iptables=false
+ * --bridge=none`: containers get only loopback). The test image is
+ * imported into it. The socket is root's (its directory is 0700): other
+ * accounts are refused, as on a host where they are not in the docker group.
+ */
 export class DockerBed {
   /** Global options that point docker at this daemon: give them as `dockerArgs`. */
   readonly args: string[];
+  /** The test image's name in this daemon. */
   readonly image = 'tendril-test-node:latest';
   readonly dir: string;
-  private readonly daemon: ChildProcess;
+  /** The daemon's socket (`unix://` + this is its address). */
+  readonly socket: string;
+  private readonly daemons: Daemon[] = [];
 
-  private constructor(dir: string, daemon: ChildProcess) {
+  private constructor(dir: string) {
     this.dir = dir;
-    this.daemon = daemon;
-    this.args = ['--host', `unix://${join(dir, 'docker.sock')}`];
+    this.socket = join(dir, 'docker.sock');
+    this.args = ['--host', `unix://${this.socket}`];
   }
 
-  /** Starts the daemon, waits for it to answer, and imports the image (about 5 s). */
+  /** Starts containerd and dockerd, waits for them to answer, and imports the image (about 5 s). */
   static async start(): Promise<DockerBed> {
-    requireContainerTools(['/usr/sbin/dockerd', '/usr/bin/mmdebstrap']);
-    const dir = mkdtempSync(join(tmpdir(), 'tendril-docker-'));
-    const log: string[] = [];
-    const daemon = spawn(
-      'dockerd',
-      [
-        '--iptables=false',
-        '--ip6tables=false',
-        '--bridge=none',
-        '--data-root',
-        join(dir, 'data'),
-        '--exec-root',
-        join(dir, 'exec'),
-        '--pidfile',
-        join(dir, 'docker.pid'),
-        '--host',
-        `unix://${join(dir, 'docker.sock')}`,
-        '--default-ulimit',
-        'nofile=1024:1024',
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    daemon.stderr?.on('data', (chunk: Buffer) => {
-      log.push(chunk.toString());
-      if (log.length > 50) log.shift();
-    });
-    const bed = new DockerBed(dir, daemon);
+    requireContainerTools(['/usr/sbin/dockerd', '/usr/bin/containerd', '/usr/bin/docker', '/usr/bin/mmdebstrap']);
+    const bed = new DockerBed(mkdtempSync(join(tmpdir(), 'tendril-docker-')));
     try {
-      const deadline = Date.now() + 60_000;
-      for (;;) {
-        if (daemon.exitCode !== null) throw new Error(`dockerd exited (${daemon.exitCode}): ${log.join('')}`);
-        try {
-          bed.docker(['version', '--format', '{{.Server.Version}}']);
-          break;
-        } catch (error) {
-          if (Date.now() > deadline) throw new Error(`dockerd did not answer within 60 s: ${(error as Error).message}`);
-          await new Promise((resolve) => setTimeout(resolve, 200));
-        }
-      }
+      await bed.startDaemons();
       bed.docker(['import', nodeImageTarball(), bed.image]);
     } catch (error) {
       await bed.stop();
       throw error;
     }
     return bed;
+  }
+
+  private async startDaemons(): Promise<void> {
+    const containerdDir = join(this.dir, 'containerd');
+    mkdirSync(containerdDir);
+    const containerdSocket = join(containerdDir, 'containerd.sock');
+    const config = join(containerdDir, 'config.toml');
+    writeFileSync(
+      config,
+      [
+        'version = 2',
+        `root = "${join(containerdDir, 'root')}"`,
+        `state = "${join(containerdDir, 'state')}"`,
+        // Kubernetes' plugin: not needed, and it would want a CNI setup.
+        'disabled_plugins = ["io.containerd.grpc.v1.cri"]',
+        '[grpc]',
+        `  address = "${containerdSocket}"`,
+        '[debug]',
+        '  address = ""',
+        '',
+      ].join('\n'),
+    );
+    const containerd = startDaemon('containerd', ['--config', config]);
+    this.daemons.push(containerd);
+    await this.until('containerd', containerd, () => existsSync(containerdSocket));
+    const dockerd = startDaemon('dockerd', [
+      '--containerd',
+      containerdSocket,
+      '--iptables=false',
+      '--ip6tables=false',
+      '--bridge=none',
+      '--data-root',
+      join(this.dir, 'data'),
+      '--exec-root',
+      join(this.dir, 'exec'),
+      '--pidfile',
+      join(this.dir, 'docker.pid'),
+      '--host',
+      `unix://${this.socket}`,
+      '--default-ulimit',
+      'nofile=1024:1024',
+    ]);
+    this.daemons.push(dockerd);
+    await this.until('dockerd', dockerd, () => {
+      this.docker(['version', '--format', '{{.Server.Version}}']);
+      return true;
+    });
+  }
+
+  /** Waits up to 60 s for `ready` to hold (or not throw); fails with the daemon's log if it exits first. */
+  private async until(name: string, daemon: Daemon, ready: () => boolean): Promise<void> {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      if (daemon.process.exitCode !== null) {
+        throw new Error(`${name} exited (${daemon.process.exitCode}): ${daemon.log.join('')}`);
+      }
+      let why = 'not ready';
+      try {
+        if (ready()) return;
+      } catch (error) {
+        why = (error as Error).message;
+      }
+      if (Date.now() > deadline) throw new Error(`${name} did not answer within 60 s: ${why}`);
+      await pause(100);
+    }
   }
 
   /** Runs docker against this daemon; returns its stdout. */
@@ -229,28 +321,61 @@ export class DockerBed {
     return name;
   }
 
-  /** Removes every container, stops the daemon (which unmounts what it mounted), removes its directory. */
+  /** Names of the containers of this daemon, running or not. */
+  containers(): string[] {
+    return this.docker(['ps', '--all', '--format', '{{.Names}}']).split('\n').filter(Boolean);
+  }
+
+  /**
+   * When dockerd could not remove its containers (it died, or never
+   * answered), their runc state and shims outlive it: delete them with runc
+   * (dockerd keeps runc's state under its exec root) and end the shims that
+   * served this bed's containerd, found by its socket on their command line.
+   */
+  private removeLeftoverContainers(): void {
+    const runcRoot = join(this.dir, 'exec', 'runtime-runc', 'moby');
+    if (existsSync(runcRoot)) {
+      for (const id of execFileSync('runc', ['--root', runcRoot, 'list', '--quiet'], { encoding: 'utf8' })
+        .split('\n')
+        .filter(Boolean)) {
+        execFileSync('runc', ['--root', runcRoot, 'delete', '--force', id], { stdio: 'ignore' });
+      }
+    }
+    const address = join(this.dir, 'containerd', 'containerd.sock');
+    for (const entry of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+      try {
+        const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+        if (argv[0]?.endsWith('containerd-shim-runc-v2') && argv.includes(address))
+          process.kill(Number(entry), 'SIGKILL');
+      } catch {
+        // Ended meanwhile.
+      }
+    }
+  }
+
+  /**
+   * Removes every container, stops dockerd (which unmounts what it
+   * mounted) and then containerd, unmounts whatever is still mounted under
+   * the bed, and removes its directory.
+   */
   async stop(): Promise<void> {
-    if (this.daemon.exitCode === null) {
+    const [containerd, dockerd] = this.daemons;
+    if (dockerd?.process.exitCode === null) {
       try {
         const ids = this.docker(['ps', '--all', '--quiet']).split('\n').filter(Boolean);
-        if (ids.length > 0) this.docker(['rm', '--force', ...ids]);
+        if (ids.length > 0) this.docker(['rm', '--force', '--volumes', ...ids]);
       } catch {
-        // The daemon never answered.
+        // The daemon never answered; its containers go with containerd below.
       }
-      const exited = new Promise((resolve) => this.daemon.once('exit', resolve));
-      this.daemon.kill('SIGTERM');
-      const killer = setTimeout(() => this.daemon.kill('SIGKILL'), 20_000);
-      await exited;
-      clearTimeout(killer);
     }
-    // dockerd's containerd and shims may still hold the exec root for a moment.
-    for (let attempt = 0; attempt < 10; attempt++) {
+    if (dockerd) await stopDaemon(dockerd, 20_000);
+    if (containerd) await stopDaemon(containerd, 10_000);
+    this.removeLeftoverContainers();
+    for (const point of mountsUnder(this.dir)) {
       try {
-        rmSync(this.dir, { recursive: true, force: true });
-        return;
+        execFileSync('umount', ['--lazy', point], { stdio: 'ignore' });
       } catch {
-        await new Promise((resolve) => setTimeout(resolve, 200));
+        // Gone meanwhile.
       }
     }
     rmSync(this.dir, { recursive: true, force: true });
@@ -282,3 +407,17 @@ export async function exerciseContext(context: Context, scratch: string): Promis
   await context.exec('rm', ['-f', target]);
   return { node: inside.node, uid: inside.uid };
 }
+
+/**
+ * Command lines of the processes in a container, read from its /proc (the
+ * image has no ps), one a line. `exec` runs an argv in the container with
+ * the runtime's own exec and returns its stdout.
+ */
+export function processesIn(exec: (argv: string[]) => string): string[] {
+  return exec(['sh', '-c', 'for p in /proc/[0-9]*; do tr "\\0" " " < "$p/cmdline"; echo; done'])
+    .split('\n')
+    .filter((line) => line.trim() !== '');
+}
+
+/** Milliseconds since `start` (a `performance.now()`), rounded. */
+export const since = (start: number): number => Math.round(performance.now() - start);

@@ -16,7 +16,7 @@ import {
 } from '../errors.js';
 import type { ConnectionMethod } from '../method.js';
 import { COMMON_OPTIONS, optionNames, strings } from '../method-options.js';
-import { failure, toolMethod } from '../tool-method.js';
+import { accountName, type FailureClass, failure, type ToolFailure, toolMethod } from '../tool-method.js';
 import { noShell } from './names.js';
 
 /** Options of the `docker` and `podman` methods (the path option is each one's own). */
@@ -94,6 +94,26 @@ function engineArgs(options: EngineOptions, argv: string[]): string[] {
     : ['run', '--interactive', '--rm', ...user, ...(options.runArgs ?? []), options.image as string, ...argv];
 }
 
+/**
+ * The daemon's address as the client quotes it (`Cannot connect to the
+ * Docker daemon at unix:///var/run/docker.sock. Is...`, `...daemon socket
+ * at unix:///...: Get ...`), as ` at ADDRESS` for a message; empty when it
+ * names none. At most 200 characters, and no spaces or quotes: it is the
+ * tool's output.
+ */
+function daemonAddress(output: string): string {
+  const found = /daemon(?: socket)? at ([a-z]+:\/\/[^\s"']{1,200}?)[.:]?(?:\s|$)/i.exec(output);
+  return found ? ` at ${found[1]}` : '';
+}
+
+/** A complaint about the daemon, whose message names the address the client tried (see `daemonAddress`). */
+function daemonFailure(pattern: RegExp, Class: FailureClass, what: (at: string) => string): ToolFailure {
+  return {
+    pattern,
+    error: (contextName, lastOutput) => new Class(contextName, what(daemonAddress(lastOutput)), lastOutput),
+  };
+}
+
 /** What the container or image is called in messages. */
 function subject(options: EngineOptions): string {
   return options.container !== undefined ? `container '${options.container}'` : `image '${options.image}'`;
@@ -126,20 +146,28 @@ export const docker: ConnectionMethod<DockerOptions> = toolMethod<DockerOptions>
       ContainerNotFoundError,
       `no ${subject(options)} on ${machine} (docker ps -a lists them)`,
     ),
+    // Checked before "not running": the engine says "is paused", and the remedy differs.
     failure(
-      /is not running|is paused|is restarting/i,
+      /is paused/i,
       ContainerNotRunningError,
-      `${subject(options)} on ${machine} is not running: start it (docker start), or unpause it`,
+      `${subject(options)} on ${machine} is paused: unpause it (docker unpause ${options.container})`,
     ),
     failure(
+      /is not running|is restarting/i,
+      ContainerNotRunningError,
+      `${subject(options)} on ${machine} is not running: start it (docker start ${options.container})`,
+    ),
+    daemonFailure(
       /permission denied while trying to connect to the Docker daemon/i,
       NotAllowedError,
-      `this account may not use the Docker daemon on ${machine}: add it to the docker group, or start the context via sudo`,
+      (at) =>
+        `this account (${accountName()}) may not use the Docker daemon on ${machine}${at}: add it to the docker group, or start the context via sudo`,
     ),
-    failure(
+    daemonFailure(
       /Cannot connect to the Docker daemon|Is the docker daemon running/i,
       BootstrapError,
-      `no Docker daemon answers on ${machine}: start it, or point dockerArgs (--host, --context) or DOCKER_HOST at one`,
+      (at) =>
+        `no Docker daemon answers on ${machine}${at}: start it, or point dockerArgs (--host, --context) or DOCKER_HOST at one`,
     ),
     failure(
       /unable to find user|no matching entries in passwd file|no users found/i,
@@ -183,10 +211,16 @@ export const podman: ConnectionMethod<PodmanOptions> = toolMethod<PodmanOptions>
       ContainerNotFoundError,
       `no ${subject(options)} on ${machine} for this account (podman ps -a lists them; rootless podman sees only its own)`,
     ),
+    // Podman says the same of a stopped and of a paused container.
     failure(
       /can only create exec sessions on running containers|container state improper/i,
       ContainerNotRunningError,
-      `${subject(options)} on ${machine} is not running: start it (podman start), or unpause it`,
+      `${subject(options)} on ${machine} is not running: start it (podman start ${options.container}), or unpause it (podman unpause ${options.container})`,
+    ),
+    failure(
+      /Cannot connect to Podman|unable to connect to Podman socket/i,
+      BootstrapError,
+      `no Podman service answers on ${machine} for podman --remote: start it (podman system service), or point podmanArgs (--url, --connection) or CONTAINER_HOST at one`,
     ),
     failure(
       /unable to find user|no matching entries in passwd file|unknown user/i,
