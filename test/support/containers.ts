@@ -12,9 +12,12 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
+  chmodSync,
+  closeSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
   renameSync,
@@ -96,7 +99,10 @@ export function requireContainerTools(tools: string[]): void {
 /** Options every test container is created with: crun refuses this machine's cgroups, and runc needs limits it may set. */
 export const CONTAINER_LIMITS = ['--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=1024:1024'];
 
-/** A private Podman store (and buildah, which shares it), with the test image imported. */
+/**
+ * A private Podman store (and buildah, which shares it), with the test
+ * image imported: root's, or with `account` an account's own rootless one.
+ */
 export class PodmanBed {
   /** Global options that point podman at this bed's store: give them as `podmanArgs`. */
   readonly args: string[];
@@ -105,20 +111,39 @@ export class PodmanBed {
   /** The test image's name in this store. */
   readonly image = 'localhost/tendril-test-node:latest';
   readonly dir: string;
+  /** The account whose rootless store this is; undefined for root's. */
+  readonly account: string | undefined;
+  /**
+   * For a rootless bed, the `XDG_RUNTIME_DIR=...` the account's podman must
+   * run with, as sudo takes it on its command line (`sudoArgs`): rootless
+   * podman keeps runc's state and its pause process's there, so every
+   * podman of the bed must see the same one. Empty for root's bed.
+   */
+  readonly sudoEnv: string[];
 
-  private constructor(dir: string) {
+  private constructor(dir: string, account: string | undefined) {
     this.dir = dir;
+    this.account = account;
     const store = ['--root', join(dir, 'root'), '--runroot', join(dir, 'run')];
-    this.args = [...store, '--runtime', 'runc', '--cgroup-manager', 'cgroupfs', '--events-backend', 'file'];
+    const common = ['--runtime', 'runc', '--cgroup-manager', 'cgroupfs', '--events-backend', 'file'];
+    // Rootless: its own temporary directory (the pause process's PID file), and overlay in the user namespace (vfs would copy the image for every container).
+    const rootless = account === undefined ? [] : ['--tmpdir', join(dir, 'tmp'), '--storage-driver', 'overlay'];
+    this.args = [...store, ...common, ...rootless];
     this.buildahArgs = store;
+    this.sudoEnv = account === undefined ? [] : [`XDG_RUNTIME_DIR=${join(dir, 'xdg')}`];
   }
 
-  /** A new store under a temporary directory, with the image imported (about 5 s). */
-  static start(): PodmanBed {
-    requireContainerTools(['/usr/bin/podman', '/usr/bin/buildah', '/usr/bin/mmdebstrap']);
-    const bed = new PodmanBed(mkdtempSync(join(tmpdir(), 'tendril-podman-')));
+  /**
+   * A new store under a temporary directory, with the image imported
+   * (about 5 s). With `account`, the store is that account's (rootless
+   * podman, run through sudo); the account needs ranges in /etc/subuid
+   * and /etc/subgid (useradd gives every new account one).
+   * @throws Error saying what is missing, or quoting podman, when the store cannot be made.
+   */
+  static start(account?: string): PodmanBed {
+    const bed = PodmanBed.prepare(account);
     try {
-      bed.podman(['import', '--quiet', nodeImageTarball(), bed.image]);
+      bed.withImage((tarball) => bed.podman(IMPORT(bed), tarball));
     } catch (error) {
       bed.stop();
       throw error;
@@ -126,21 +151,99 @@ export class PodmanBed {
     return bed;
   }
 
-  /** Runs podman on this store; returns its stdout. */
-  podman(args: string[]): string {
-    return execFileSync('podman', [...this.args, ...args], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }).trim();
+  /** As `start`, without blocking the event loop while the image is imported: other beds start meanwhile. */
+  static async starting(account?: string): Promise<PodmanBed> {
+    const bed = PodmanBed.prepare(account);
+    try {
+      await bed.withImage((tarball) => bed.podmanAsync(IMPORT(bed), tarball));
+    } catch (error) {
+      bed.stop();
+      throw error;
+    }
+    return bed;
+  }
+
+  /** The bed's directories, owned by the account for a rootless store; nothing imported yet. */
+  private static prepare(account: string | undefined): PodmanBed {
+    requireContainerTools(['/usr/bin/podman', '/usr/bin/buildah', '/usr/bin/mmdebstrap']);
+    if (account !== undefined) requireRootless(account);
+    const parent = mkdtempSync(join(tmpdir(), 'tendril-podman-'));
+    if (account === undefined) return new PodmanBed(parent, undefined);
+    // The account reaches its store through the bed's directory, which only root may list.
+    chmodSync(parent, 0o711);
+    const dir = join(parent, 'store');
+    mkdirSync(join(dir, 'xdg'), { recursive: true, mode: 0o700 });
+    execFileSync('chown', ['-R', account, dir]);
+    return new PodmanBed(dir, account);
+  }
+
+  /** Calls `use` with the image tarball open (given on stdin: the account may not be able to read the cache). */
+  private withImage<T>(use: (tarball: number) => T): T {
+    const tarball = openSync(nodeImageTarball(), 'r');
+    const result = use(tarball);
+    if (result instanceof Promise) return result.finally(() => closeSync(tarball)) as T;
+    closeSync(tarball);
+    return result;
+  }
+
+  /** podman and its arguments on this store, as the bed's account if it has one. */
+  private argv(args: string[]): string[] {
+    return this.account === undefined
+      ? ['podman', ...this.args, ...args]
+      : ['sudo', '-u', this.account, '-H', ...this.sudoEnv, '--', 'podman', ...this.args, ...args];
+  }
+
+  /** What a failed podman command becomes: its stderr, and the account it ran as. */
+  private failed(args: string[], stderr: string, error: Error): Error {
+    return new Error(
+      `podman ${args[0]} failed${this.account ? ` as ${this.account}` : ''}: ${stderr.trim() || error.message}`,
+    );
+  }
+
+  /** Runs podman on this store (as the bed's account, if it has one); returns its stdout. */
+  podman(args: string[], stdin: number | 'ignore' = 'ignore'): string {
+    const [command, ...rest] = this.argv(args) as [string, ...string[]];
+    try {
+      return execFileSync(command, rest, { encoding: 'utf8', stdio: [stdin, 'pipe', 'pipe'] }).trim();
+    } catch (error) {
+      throw this.failed(args, String((error as { stderr?: string }).stderr ?? ''), error as Error);
+    }
+  }
+
+  /** `podman`, without blocking the event loop. */
+  podmanAsync(args: string[], stdin: number | 'ignore' = 'ignore'): Promise<string> {
+    const [command, ...rest] = this.argv(args) as [string, ...string[]];
+    return new Promise((resolve, reject) => {
+      const child = spawn(command, rest, { stdio: [stdin, 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.on('error', (error) => reject(this.failed(args, stderr, error)));
+      child.on('close', (code) =>
+        code === 0 ? resolve(stdout.trim()) : reject(this.failed(args, stderr, new Error(`exit code ${code}`))),
+      );
+    });
   }
 
   /** Starts a container of the image that idles until removed; returns its name. */
   run(name: string, extra: string[] = []): string {
-    this.podman(['run', '--detach', '--name', name, ...CONTAINER_LIMITS, ...extra, this.image, 'sleep', 'infinity']);
+    this.podman(RUN(this, name, extra));
     return name;
   }
 
-  /** Removes every container and image of the store, then the store. */
+  /** Starts such containers, `concurrency` at a time. */
+  async runAll(names: string[], extra: string[] = [], concurrency = 4): Promise<void> {
+    const queue = [...names];
+    const worker = async () => {
+      for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
+        await this.podmanAsync(RUN(this, name, extra));
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, worker));
+  }
+
+  /** Removes every container and image of the store, ends a rootless bed's pause process, then removes the store. */
   stop(): void {
     for (const args of [
       ['rm', '--all', '--force', '--time', '0'],
@@ -152,12 +255,71 @@ export class PodmanBed {
         // Nothing there, or the store never got made.
       }
     }
-    try {
-      execFileSync('buildah', [...this.buildahArgs, 'rm', '--all'], { stdio: 'ignore' });
-    } catch {
-      // No working containers.
+    if (this.account === undefined) {
+      try {
+        execFileSync('buildah', [...this.buildahArgs, 'rm', '--all'], { stdio: 'ignore' });
+      } catch {
+        // No working containers.
+      }
+    } else {
+      endPauseProcess(join(this.dir, 'tmp', 'pause.pid'), this.account);
     }
-    rmSync(this.dir, { recursive: true, force: true });
+    rmSync(this.account === undefined ? this.dir : join(this.dir, '..'), { recursive: true, force: true });
+  }
+}
+
+/** podman's arguments that import the test image from stdin. */
+const IMPORT = (bed: PodmanBed) => ['import', '--quiet', '-', bed.image];
+
+/** podman's arguments that start an idle container of the test image. */
+const RUN = (bed: PodmanBed, name: string, extra: string[]) => [
+  'run',
+  '--detach',
+  '--name',
+  name,
+  ...CONTAINER_LIMITS,
+  ...extra,
+  bed.image,
+  'sleep',
+  'infinity',
+];
+
+/**
+ * Fails saying why when `account` cannot run rootless podman: no
+ * subordinate ids for it, or no newuidmap to map them.
+ */
+function requireRootless(account: string): void {
+  for (const file of ['/etc/subuid', '/etc/subgid']) {
+    const ranges = existsSync(file) ? readFileSync(file, 'utf8') : '';
+    if (!ranges.split('\n').some((line) => line.startsWith(`${account}:`))) {
+      throw new Error(
+        `rootless podman as ${account} needs a range of subordinate ids in ${file} (usermod --add-subuids/--add-subgids)`,
+      );
+    }
+  }
+  for (const tool of ['/usr/bin/newuidmap', '/usr/bin/newgidmap']) {
+    if (!existsSync(tool)) throw new Error(`rootless podman needs ${tool}: install the uidmap package`);
+  }
+}
+
+/**
+ * Rootless podman keeps its user namespace alive with a pause process
+ * (catatonit) whose PID it writes into its temporary directory: ends it,
+ * if it is still that account's process.
+ */
+function endPauseProcess(pidFile: string, account: string): void {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(pidFile, 'utf8').trim());
+  } catch {
+    return;
+  }
+  try {
+    const uid = execFileSync('id', ['-u', account], { encoding: 'utf8' }).trim();
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    if (new RegExp(`^Uid:\\s+${uid}\\s`, 'm').test(status)) process.kill(pid, 'SIGKILL');
+  } catch {
+    // Gone already.
   }
 }
 
@@ -192,6 +354,54 @@ async function stopDaemon(daemon: Daemon, graceMs: number): Promise<void> {
   const killer = setTimeout(() => child.kill('SIGKILL'), graceMs);
   await exited;
   clearTimeout(killer);
+}
+
+/** Waits up to 60 s for `ready` to hold (or not throw); fails with the daemon's log if it exits first. */
+async function waitUntil(name: string, daemon: Daemon, ready: () => boolean): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (daemon.process.exitCode !== null) {
+      throw new Error(`${name} exited (${daemon.process.exitCode}): ${daemon.log.join('')}`);
+    }
+    let why = 'not ready';
+    try {
+      if (ready()) return;
+    } catch (error) {
+      why = (error as Error).message;
+    }
+    if (Date.now() > deadline) throw new Error(`${name} did not answer within 60 s: ${why}`);
+    await pause(100);
+  }
+}
+
+/** A running `podman system service` (the API podman --remote uses): its socket, and how to stop it. */
+export interface PodmanService {
+  /** Its address, for `podman --remote --url`: `unix://` and a socket in the bed's directory. */
+  readonly url: string;
+  /** Stops the service (SIGTERM, then SIGKILL after 10 s); resolves once it has exited. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts root's `podman system service` on `bed`'s store, listening on a
+ * socket in the bed's directory (which only root may enter); resolves once
+ * it answers.
+ */
+export async function startPodmanService(bed: PodmanBed): Promise<PodmanService> {
+  const socket = join(bed.dir, 'podman.sock');
+  const url = `unix://${socket}`;
+  const service = startDaemon('podman', [...bed.args, 'system', 'service', '--time', '0', url]);
+  const stop = () => stopDaemon(service, 10_000);
+  try {
+    await waitUntil('podman system service', service, () => {
+      execFileSync('podman', ['--remote', '--url', url, 'version'], { stdio: 'ignore' });
+      return true;
+    });
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url, stop };
 }
 
 /** Mount points at or under `dir`, deepest first (from this process's mount table). */
@@ -264,7 +474,7 @@ export class DockerBed {
     );
     const containerd = startDaemon('containerd', ['--config', config]);
     this.daemons.push(containerd);
-    await this.until('containerd', containerd, () => existsSync(containerdSocket));
+    await waitUntil('containerd', containerd, () => existsSync(containerdSocket));
     const dockerd = startDaemon('dockerd', [
       '--containerd',
       containerdSocket,
@@ -283,28 +493,10 @@ export class DockerBed {
       'nofile=1024:1024',
     ]);
     this.daemons.push(dockerd);
-    await this.until('dockerd', dockerd, () => {
+    await waitUntil('dockerd', dockerd, () => {
       this.docker(['version', '--format', '{{.Server.Version}}']);
       return true;
     });
-  }
-
-  /** Waits up to 60 s for `ready` to hold (or not throw); fails with the daemon's log if it exits first. */
-  private async until(name: string, daemon: Daemon, ready: () => boolean): Promise<void> {
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      if (daemon.process.exitCode !== null) {
-        throw new Error(`${name} exited (${daemon.process.exitCode}): ${daemon.log.join('')}`);
-      }
-      let why = 'not ready';
-      try {
-        if (ready()) return;
-      } catch (error) {
-        why = (error as Error).message;
-      }
-      if (Date.now() > deadline) throw new Error(`${name} did not answer within 60 s: ${why}`);
-      await pause(100);
-    }
   }
 
   /** Runs docker against this daemon; returns its stdout. */

@@ -95,24 +95,31 @@ function engineArgs(options: EngineOptions, argv: string[]): string[] {
 }
 
 /**
- * The daemon's address as the client quotes it (`Cannot connect to the
- * Docker daemon at unix:///var/run/docker.sock. Is...`, `...daemon socket
- * at unix:///...: Get ...`), as ` at ADDRESS` for a message; empty when it
- * names none. At most 200 characters, and no spaces or quotes: it is the
- * tool's output.
+ * A complaint whose message quotes part of it: `what` gets the match, whose
+ * groups may be undefined when the tool's wording left them out. What they
+ * capture is the tool's output: patterns keep it short and free of spaces.
  */
-function daemonAddress(output: string): string {
-  const found = /daemon(?: socket)? at ([a-z]+:\/\/[^\s"']{1,200}?)[.:]?(?:\s|$)/i.exec(output);
-  return found ? ` at ${found[1]}` : '';
-}
-
-/** A complaint about the daemon, whose message names the address the client tried (see `daemonAddress`). */
-function daemonFailure(pattern: RegExp, Class: FailureClass, what: (at: string) => string): ToolFailure {
+function quoting(pattern: RegExp, Class: FailureClass, what: (found: RegExpExecArray) => string): ToolFailure {
   return {
     pattern,
-    error: (contextName, lastOutput) => new Class(contextName, what(daemonAddress(lastOutput)), lastOutput),
+    error: (contextName, lastOutput) =>
+      new Class(contextName, what(pattern.exec(lastOutput) as RegExpExecArray), lastOutput),
   };
 }
+
+/** ` at ADDRESS` when the client named one, else nothing: for messages about a daemon or socket. */
+const at = (address: string | undefined) => (address === undefined ? '' : ` at ${address}`);
+
+/**
+ * The Docker daemon's address as the client quotes it, (1) in the match:
+ * `Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is
+ * the docker daemon running?`, `permission denied while trying to connect
+ * to the Docker daemon socket at unix:///...: Get ...`.
+ */
+const DOCKER_ADDRESS = String.raw`(?: socket)?(?: at ([a-z]+://[^\s"']{1,200}?)[.:]?(?=\s|$))?`;
+
+/** The socket podman --remote tried, (1) in the match: `dial unix /run/podman/podman.sock: connect: ...`. */
+const PODMAN_SOCKET = String.raw`(?:.*dial unix (/[^\s:"']{1,200}))?`;
 
 /** What the container or image is called in messages. */
 function subject(options: EngineOptions): string {
@@ -157,17 +164,17 @@ export const docker: ConnectionMethod<DockerOptions> = toolMethod<DockerOptions>
       ContainerNotRunningError,
       `${subject(options)} on ${machine} is not running: start it (docker start ${options.container})`,
     ),
-    daemonFailure(
-      /permission denied while trying to connect to the Docker daemon/i,
+    quoting(
+      new RegExp(`permission denied while trying to connect to the Docker daemon${DOCKER_ADDRESS}`, 'i'),
       NotAllowedError,
-      (at) =>
-        `this account (${accountName()}) may not use the Docker daemon on ${machine}${at}: add it to the docker group, or start the context via sudo`,
+      ([, address]) =>
+        `this account (${accountName()}) may not use the Docker daemon on ${machine}${at(address)}: add it to the docker group, or start the context via sudo`,
     ),
-    daemonFailure(
-      /Cannot connect to the Docker daemon|Is the docker daemon running/i,
+    quoting(
+      new RegExp(`Cannot connect to the Docker daemon${DOCKER_ADDRESS}`, 'i'),
       BootstrapError,
-      (at) =>
-        `no Docker daemon answers on ${machine}${at}: start it, or point dockerArgs (--host, --context) or DOCKER_HOST at one`,
+      ([, address]) =>
+        `no Docker daemon answers on ${machine}${at(address)}: start it, or point dockerArgs (--host, --context) or DOCKER_HOST at one`,
     ),
     failure(
       /unable to find user|no matching entries in passwd file|no users found/i,
@@ -217,10 +224,25 @@ export const podman: ConnectionMethod<PodmanOptions> = toolMethod<PodmanOptions>
       ContainerNotRunningError,
       `${subject(options)} on ${machine} is not running: start it (podman start ${options.container}), or unpause it (podman unpause ${options.container})`,
     ),
-    failure(
-      /Cannot connect to Podman|unable to connect to Podman socket/i,
+    // podman --remote: its socket refused this account, or nothing listens there.
+    quoting(
+      new RegExp(`unable to connect to Podman socket${PODMAN_SOCKET}: connect: permission denied`, 'i'),
+      NotAllowedError,
+      ([, socket]) =>
+        `this account (${accountName()}) may not use the Podman socket on ${machine}${at(socket && `unix://${socket}`)}: give it access to the socket, or start the context via sudo`,
+    ),
+    quoting(
+      new RegExp(`unable to connect to Podman socket${PODMAN_SOCKET}`, 'i'),
       BootstrapError,
-      `no Podman service answers on ${machine} for podman --remote: start it (podman system service), or point podmanArgs (--url, --connection) or CONTAINER_HOST at one`,
+      ([, socket]) =>
+        `no Podman service answers on ${machine}${at(socket && `unix://${socket}`)}: start it (podman system service), or point podmanArgs (--url, --connection) or CONTAINER_HOST at one`,
+    ),
+    // Another account's store (--root, --runroot in podmanArgs): podman cannot even open it.
+    quoting(
+      /^Error: .*?(?:mkdir|open|stat|lstat) (\/[^\s:"']{1,200}): permission denied/im,
+      NotAllowedError,
+      ([, path]) =>
+        `this account (${accountName()}) may not use the Podman store on ${machine} (${path}): start the context as the account that owns it (via sudo), or give podmanArgs --root and --runroot of this account's own`,
     ),
     failure(
       /unable to find user|no matching entries in passwd file|unknown user/i,
