@@ -7,7 +7,7 @@
 // connection, timed beside 20 `podman exec C node -e 0`.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -111,6 +111,24 @@ describe('container methods via other contexts', () => {
       [],
       'no process of the context is left in the container',
     );
+    // Another XDG_RUNTIME_DIR than the container was started with (sudo resets it; a login sets
+    // /run/user/UID): podman knows the container, runc does not.
+    const elsewhere = join(rootless.dir, 'other-runtime-dir');
+    mkdirSync(elsewhere, { mode: 0o700 });
+    chownSync(elsewhere, Number(uid), Number(uid));
+    const lost = await router.sudo({ username: account, sudoArgs: [`XDG_RUNTIME_DIR=${elsewhere}`] });
+    await assert.rejects(
+      router.podman({ container: 'web', podmanArgs: rootless.args, via: lost }),
+      (error: unknown) => {
+        assert.ok(error instanceof BootstrapError, String(error));
+        assert.match(
+          error.message,
+          /podman on \S+ has container 'web' but its runtime \(runc\) does not: rootless podman keeps runc's state under XDG_RUNTIME_DIR/,
+        );
+        assert.match(error.message, /runc: exec failed: container does not exist/);
+        return true;
+      },
+    );
     // Rootless podman sees only the account's own containers, and cannot use root's store at all.
     await assert.rejects(
       router.podman({ container: 'rootonly', podmanArgs: rootless.args, via: as }),
@@ -145,7 +163,8 @@ describe('container methods via other contexts', () => {
     const web = await router.podman({ container: 'web', podmanArgs: remote });
     assert.equal(await web.call(() => require('node:fs').existsSync('/etc/debian_version')), true);
     await web.shutdown();
-    const as = await router.sudo({ username: testbed.accounts.target.name });
+    // The account's runtime directory is the rootless bed's: podman --remote makes one too, in /tmp otherwise.
+    const as = await router.sudo({ username: testbed.accounts.target.name, sudoArgs: rootless.sudoEnv });
     await assert.rejects(router.podman({ container: 'web', podmanArgs: remote, via: as }), (error: unknown) => {
       assert.ok(error instanceof NotAllowedError, String(error));
       assert.match(

@@ -237,6 +237,13 @@ export const podman: ConnectionMethod<PodmanOptions> = toolMethod<PodmanOptions>
       ([, socket]) =>
         `no Podman service answers on ${machine}${at(socket && `unix://${socket}`)}: start it (podman system service), or point podmanArgs (--url, --connection) or CONTAINER_HOST at one`,
     ),
+    // Rootless podman keeps runc's state under XDG_RUNTIME_DIR, which sudo and su reset: another
+    // value than the one the container was started with, and runc finds no such container.
+    failure(
+      /runc: exec failed: container does not exist/i,
+      BootstrapError,
+      `podman on ${machine} has ${subject(options)} but its runtime (runc) does not: rootless podman keeps runc's state under XDG_RUNTIME_DIR, so start the context with the XDG_RUNTIME_DIR of the session that started the container (through sudo: sudoArgs: ['XDG_RUNTIME_DIR=/run/user/<uid>'])`,
+    ),
     // Another account's store (--root, --runroot in podmanArgs): podman cannot even open it.
     quoting(
       /^Error: .*?(?:mkdir|open|stat|lstat) (\/[^\s:"']{1,200}): permission denied/im,
