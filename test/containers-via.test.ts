@@ -129,7 +129,7 @@ describe('container methods via other contexts', () => {
         return true;
       },
     );
-    // Rootless podman sees only the account's own containers, and cannot use root's store at all.
+    // A name the account's store lacks; and root's store, which the account cannot even open.
     await assert.rejects(
       router.podman({ container: 'rootonly', podmanArgs: rootless.args, via: as }),
       (error: unknown) => {
