@@ -48,6 +48,11 @@ export interface ToolMethodSpec<O> {
   command(options: O, argv: string[], session: Session, machine: string): string[] | Promise<string[]>;
   /** The complaints to recognise, most specific first. */
   failures(options: O, where: string): ToolFailure[];
+  /**
+   * Variables to add to the program's environment (the starting context's
+   * own otherwise), e.g. where a client finds its daemon.
+   */
+  environment?(options: O): Record<string, string> | undefined;
   /** What the attempt is doing while the program starts, for `ConnectTimeoutError`. */
   step(options: O, where: string): string;
   /** True when the program puts the child on this machine as this account (no Node code cache otherwise). */
@@ -74,9 +79,10 @@ export function toolMethod<O extends NamedTarget>(spec: ToolMethodSpec<O>): Conn
       session.describe(`${targetName(spec.name, options)}@${machine}`);
       session.step = spec.step(options, machine);
       const tool = spec.tool(options);
+      const extra = spec.environment?.(options);
       const transport = spawnTransport(
         await spec.command(options, argv, session, machine),
-        {},
+        extra ? { env: { ...process.env, ...extra } } : {},
         `${spec.name} on ${machine}`,
       );
       return {

@@ -18,7 +18,7 @@ import {
   UnknownUserError,
 } from '../errors.js';
 import type { ConnectionMethod, Session } from '../method.js';
-import { COMMON_OPTIONS, optionNames } from '../method-options.js';
+import { COMMON_OPTIONS, optionNames, strings } from '../method-options.js';
 import { failure, toolMethod } from '../tool-method.js';
 import { noShell, plainName } from './names.js';
 
@@ -35,6 +35,13 @@ export interface SetnsOptions extends CommonOptions {
   runtime?: SetnsRuntime;
   /** The runtime's command. Default: `docker`, `podman` or `lxc-info`. */
   runtimePath?: string;
+  /**
+   * Arguments given to the runtime's command before its own (`inspect ...`,
+   * `--name ...`): where its containers are, e.g. `['--root', dir]` for a
+   * podman store, `['--host', socket]` for a docker daemon, `['--lxcpath',
+   * dir]` for LXC. Default none.
+   */
+  runtimeArgs?: string[];
   /** The account to run as inside: a name (from the container's /etc/passwd) or a numeric uid. Default: root. */
   user?: string;
   /** The nsenter command. Default `'nsenter'` (util-linux). */
@@ -61,10 +68,12 @@ async function leaderPid(options: SetnsOptions, session: Session, machine: strin
   const runtime = options.runtime as SetnsRuntime;
   const container = options.container as string;
   const tool = options.runtimePath ?? (runtime === 'lxc' ? 'lxc-info' : runtime);
-  const argv =
-    runtime === 'lxc'
+  const argv = [
+    ...(options.runtimeArgs ?? []),
+    ...(runtime === 'lxc'
       ? ['--name', container, '--pid', '--no-humanize']
-      : ['inspect', '--format', '{{.State.Pid}}', container];
+      : ['inspect', '--format', '{{.State.Pid}}', container]),
+  ];
   session.step = `finding the leader process of ${subject(options)} with ${tool} on ${machine}`;
   const { error, stdout, stderr } = await new Promise<{
     error: { code?: unknown } | null;
@@ -133,6 +142,7 @@ export const setns: ConnectionMethod<SetnsOptions> = toolMethod<SetnsOptions>({
     container: true,
     runtime: true,
     runtimePath: true,
+    runtimeArgs: true,
     user: true,
     nsenterPath: true,
   }),
@@ -154,6 +164,10 @@ export const setns: ConnectionMethod<SetnsOptions> = toolMethod<SetnsOptions>({
       throw new InvalidOptionError('runtime', where, 'only given with container', options.runtime);
     }
     text(options.runtimePath, 'runtimePath', where, undefined, 4096);
+    strings(options.runtimeArgs, 'runtimeArgs', where);
+    if (options.container === undefined && options.runtimeArgs !== undefined) {
+      throw new InvalidOptionError('runtimeArgs', where, 'only given with container', options.runtimeArgs);
+    }
     text(options.user, 'user', where, undefined);
     text(options.nsenterPath, 'nsenterPath', where, undefined, 4096);
   },
