@@ -3,9 +3,6 @@
 // typed error quoting lxc-attach, and the method used via an ssh context
 // (lxc-attach runs on the far side, as root reached with sudo there).
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   ContainerNotFoundError,
@@ -17,30 +14,25 @@ import {
 } from 'tendril';
 import { exerciseContext, IMAGE_USER, ROOT_PASSWORD } from './support/containers.js';
 import { LxcBed, PROCESS_LIST } from './support/lxc.js';
-import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
+import { sshBedSuite } from './support/ssh-root.js';
 
 describe('lxc', () => {
   let bed: LxcBed;
-  let testbed: Testbed;
-  let scratch: string;
+  const suite = sshBedSuite('tendril-lxc-test-');
   let web: string;
   before(async () => {
     bed = LxcBed.start();
-    testbed = await startTestbed();
-    scratch = mkdtempSync(join(tmpdir(), 'tendril-lxc-test-'));
     web = bed.run('web');
   });
   after(async () => {
     bed?.stop();
-    await testbed?.stop();
-    rmSync(scratch, { recursive: true, force: true });
   });
 
   test('a context in a running container answers calls, forwards modules, runs exec and copy, and leaves nothing behind', async () => {
     await using router = new Router();
     const context = await router.lxc({ container: web, lxcDirectory: bed.dir });
     assert.equal(context.name.split('@')[0], `lxc:${web}`);
-    const { node, uid } = await exerciseContext(context, scratch);
+    const { node, uid } = await exerciseContext(context, suite.scratch);
     assert.match(node, /^v18\./, "the container's own Node (Debian 12's), not the master's");
     assert.equal(uid, 0);
     assert.equal(await context.call(() => require('node:os').hostname()), web, "the container's own UTS namespace");
@@ -66,11 +58,10 @@ describe('lxc', () => {
 
   test('via an ssh context: lxc-attach runs on the far side, as root reached with sudo there', async () => {
     await using router = new Router();
-    const login = await router.ssh(sshLogin(testbed, testbed.accounts.docs));
-    const root = await router.sudo({ via: login, password: testbed.accounts.docs.password });
+    const root = await suite.sshRoot(router);
     const context = await router.lxc({ via: root, container: web, lxcDirectory: bed.dir });
     assert.equal(await context.call(() => require('node:os').hostname()), web);
-    await exerciseContext(context, scratch);
+    await exerciseContext(context, suite.scratch);
   });
 
   test('failures are typed errors quoting lxc-attach', async () => {
@@ -105,7 +96,7 @@ describe('lxc', () => {
         /install the lxc package, or give its path with the lxcAttachPath option/.test(error.message),
     );
     // An account that is not root may not attach to root's containers.
-    const nosudo = await router.sudo({ username: testbed.accounts.nosudo.name });
+    const nosudo = await router.sudo({ username: suite.testbed.accounts.nosudo.name });
     await assert.rejects(router.lxc({ via: nosudo, container: web, lxcDirectory: bed.dir }), (error: unknown) => {
       assert.ok(error instanceof NotAllowedError, String(error));
       assert.match(error.message, /this account may not attach to LXC container .*Insufficent privileges to control/s);

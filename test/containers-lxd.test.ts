@@ -4,8 +4,6 @@
 // su inside, via an ssh context, each failure as its typed error quoting
 // the client.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
@@ -21,7 +19,7 @@ import {
 import { exerciseContext, IMAGE_USER, ROOT_PASSWORD } from './support/containers.js';
 import { PROCESS_LIST } from './support/lxc.js';
 import { InstanceBed } from './support/lxd.js';
-import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
+import { sshBedSuite } from './support/ssh-root.js';
 
 /** How each method is told about the bed: its option for the daemon's directory, the client's name and words. */
 const FLAVOURS = [
@@ -54,16 +52,7 @@ const FLAVOURS = [
 ] as const;
 
 describe('lxd and incus', () => {
-  let testbed: Testbed;
-  let scratch: string;
-  before(async () => {
-    testbed = await startTestbed();
-    scratch = mkdtempSync(join(tmpdir(), 'tendril-lxd-test-'));
-  });
-  after(async () => {
-    await testbed?.stop();
-    rmSync(scratch, { recursive: true, force: true });
-  });
+  const suite = sshBedSuite('tendril-lxd-test-');
 
   for (const flavour of FLAVOURS) {
     describe(flavour.kind, () => {
@@ -81,7 +70,7 @@ describe('lxd and incus', () => {
         await using router = new Router();
         const context = await flavour.connect(router, bed, { container: web });
         assert.equal(context.name.split('@')[0], `${flavour.kind}:${web}`);
-        const { node, uid } = await exerciseContext(context, scratch);
+        const { node, uid } = await exerciseContext(context, suite.scratch);
         assert.match(node, /^v18\./, "the instance's own Node (Debian 12's), not the master's");
         assert.equal(uid, 0);
         assert.equal(await context.call(() => require('node:os').hostname()), web, "the instance's UTS namespace");
@@ -104,11 +93,10 @@ describe('lxd and incus', () => {
 
       test(`via an ssh context: ${flavour.client} exec runs on the far side, as root reached with sudo there`, async () => {
         await using router = new Router();
-        const login = await router.ssh(sshLogin(testbed, testbed.accounts.docs));
-        const root = await router.sudo({ via: login, password: testbed.accounts.docs.password });
+        const root = await suite.sshRoot(router);
         const context = await flavour.connect(router, bed, { via: root, container: web });
         assert.equal(await context.call(() => require('node:os').hostname()), web);
-        await exerciseContext(context, scratch);
+        await exerciseContext(context, suite.scratch);
       });
 
       test(`failures are typed errors quoting ${flavour.client}`, async () => {
@@ -135,7 +123,7 @@ describe('lxd and incus', () => {
           return true;
         });
         // An account outside the daemon's group may not talk to it.
-        const nosudo = await router.sudo({ username: testbed.accounts.nosudo.name });
+        const nosudo = await router.sudo({ username: suite.testbed.accounts.nosudo.name });
         await assert.rejects(flavour.connect(router, bed, { via: nosudo, container: web }), (error: unknown) => {
           assert.ok(error instanceof NotAllowedError, String(error));
           assert.match(error.message, new RegExp(`this account may not use ${flavour.daemon} on `));
@@ -143,7 +131,10 @@ describe('lxd and incus', () => {
           return true;
         });
         await assert.rejects(
-          flavour.connect(router, bed, { container: web, [`${flavour.kind}Directory`]: join(scratch, 'no-daemon') }),
+          flavour.connect(router, bed, {
+            container: web,
+            [`${flavour.kind}Directory`]: join(suite.scratch, 'no-daemon'),
+          }),
           (error: unknown) => {
             assert.ok(error instanceof BootstrapError, String(error));
             assert.match(

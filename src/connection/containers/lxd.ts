@@ -83,7 +83,8 @@ export const lxd: ConnectionMethod<LxdOptions> = toolMethod<LxdOptions>({
   tool: (options) => options.lxcPath ?? 'lxc',
   toolOption: 'lxcPath',
   install: 'the lxd-client package (or the lxd snap)',
-  environment: (options) => (options.lxdDirectory === undefined ? undefined : { LXD_DIR: options.lxdDirectory }),
+  environment: (options) =>
+    options.lxdDirectory === undefined ? undefined : { ...process.env, LXD_DIR: options.lxdDirectory },
   command: (options, argv) => [
     options.lxcPath ?? 'lxc',
     'exec',
@@ -108,7 +109,8 @@ export const incus: ConnectionMethod<IncusOptions> = toolMethod<IncusOptions>({
   tool: (options) => options.incusPath ?? 'incus',
   toolOption: 'incusPath',
   install: 'the incus-client package (or incus)',
-  environment: (options) => (options.incusDirectory === undefined ? undefined : { INCUS_DIR: options.incusDirectory }),
+  environment: (options) =>
+    options.incusDirectory === undefined ? undefined : { ...process.env, INCUS_DIR: options.incusDirectory },
   command: (options, argv) => [
     options.incusPath ?? 'incus',
     'exec',

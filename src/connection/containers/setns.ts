@@ -44,11 +44,14 @@ export interface SetnsOptions extends CommonOptions {
   runtimeArgs?: string[];
   /** The account to run as inside: a name (from the container's /etc/passwd) or a numeric uid. Default: root. */
   user?: string;
-  /** The nsenter command. Default `'nsenter'` (util-linux). */
+  /** The nsenter command. Default `'nsenter'` (util-linux), looked up in the PATH of a container (`/usr/local/sbin:...:/bin`). */
   nsenterPath?: string;
 }
 
 const RUNTIMES: readonly SetnsRuntime[] = ['docker', 'podman', 'lxc'];
+
+/** The context's PATH inside: the one OCI runtimes and lxc-attach --clear-env give (also where nsenter is looked up). */
+const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** How long finding the leader may take at most, in ms, whatever is left of connectTimeout. */
 const LOOKUP_LIMIT = 30_000;
@@ -171,6 +174,10 @@ export const setns: ConnectionMethod<SetnsOptions> = toolMethod<SetnsOptions>({
     text(options.user, 'user', where, undefined);
     text(options.nsenterPath, 'nsenterPath', where, undefined, 4096);
   },
+  // The container sees none of the starting context's variables (secrets, HOME, ...), as lxc-attach
+  // --clear-env; not the leader's either, which the container controls and nsenter would run with
+  // on this side (LD_PRELOAD). Node finds HOME in the container's passwd.
+  environment: () => ({ PATH: CONTAINER_PATH }),
   tool: (options) => options.nsenterPath ?? 'nsenter',
   toolOption: 'nsenterPath',
   install: 'util-linux',
@@ -204,7 +211,8 @@ export const setns: ConnectionMethod<SetnsOptions> = toolMethod<SetnsOptions>({
   step: (options, machine) => `entering ${subject(options)} on ${machine}`,
   failures: (options, machine) => [
     failure(
-      /No such process|No such file or directory.*\/proc\//,
+      // "nsenter: cannot open /proc/PID/ns/ipc: No such file or directory": no such process (any more).
+      /cannot open \/proc\/\d+\/[^:]*: No such file or directory|No such process/,
       ContainerNotRunningError,
       `${subject(options)} on ${machine} is gone`,
     ),
