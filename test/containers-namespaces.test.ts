@@ -5,7 +5,7 @@
 // unpacked into a directory. Each failure as its typed error quoting the
 // tool, an account that is not root included, and both via an ssh context.
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, readdirSync, readlinkSync, renameSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readlinkSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
@@ -116,6 +116,24 @@ describe('setns and chroot', () => {
       assert.equal(await root.call(() => process.getuid?.()), 0);
       const numeric = await router.setns({ pid: leader(), user: '4321' });
       assert.equal(await identity(numeric), '4321 4321 [4321]');
+    });
+
+    test("a container's /etc/passwd that links out of the container is not followed on this side", async () => {
+      await using router = new Router();
+      // A passwd of this machine's, which the link would reach through /proc/PID/root: the container's
+      // account would become whatever this file says.
+      const lure = join(suite.scratch, 'lure-passwd');
+      writeFileSync(lure, `${IMAGE_USER}:x:4242:4242::/:/bin/sh\n`);
+      podman.run('hostile');
+      podman.podman(['exec', 'hostile', 'ln', '-sf', lure, '/etc/passwd']);
+      await assert.rejects(
+        router.setns({ container: 'hostile', runtime: 'podman', runtimeArgs: podman.args, user: IMAGE_USER }),
+        (error: unknown) => {
+          assert.ok(error instanceof UnknownUserError, String(error));
+          assert.match(error.message, /user 'app' does not exist in podman container 'hostile' .*a regular file/);
+          return true;
+        },
+      );
     });
 
     test('the context does not inherit the environment of the process that started it', async () => {

@@ -5,7 +5,7 @@
  * slow, or a process that is no container at all. Root only.
  */
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { InvalidOptionError } from '../../core/errors.js';
 import { integer, text } from '../../core/options.js';
 import type { CommonOptions } from '../bootstrap.js';
@@ -111,29 +111,63 @@ async function leaderPid(options: SetnsOptions, session: Session, machine: strin
   return pid;
 }
 
+/** The most of a container's /etc/passwd read, in bytes. */
+const PASSWD_LIMIT = 1024 * 1024;
+
+/**
+ * The container's /etc/passwd as the container sees it, or '' when it
+ * cannot be read so. The container controls the file: read through
+ * /proc/PID/root, a link in it (/etc, or /etc/passwd itself) would be
+ * followed on this side, into this machine's files (a /dev/zero, a FIFO,
+ * another passwd), so no link is followed, only a regular file is read,
+ * and at most PASSWD_LIMIT bytes of it.
+ */
+function containerPasswd(pid: number): string {
+  const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = constants;
+  const opened: number[] = [];
+  try {
+    const etc = openSync(`/proc/${pid}/root/etc`, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    opened.push(etc);
+    // Through the directory already opened: nothing can swap /etc for a link in between.
+    const file = openSync(`/proc/self/fd/${etc}/passwd`, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    opened.push(file);
+    if (!fstatSync(file).isFile()) return '';
+    const buffer = Buffer.alloc(PASSWD_LIMIT);
+    let length = 0;
+    for (let read = -1; read !== 0 && length < PASSWD_LIMIT; length += read) {
+      read = readSync(file, buffer, length, PASSWD_LIMIT - length, length);
+    }
+    return buffer.subarray(0, length).toString('utf8');
+  } catch {
+    return '';
+  } finally {
+    for (const fd of opened) closeSync(fd);
+  }
+}
+
 /**
  * `user` as nsenter's `-S uid -G gid`, read from the container's own
- * passwd file (through /proc/PID/root, so the container's, not this machine's).
+ * passwd file (see containerPasswd), whose numbers must be numbers.
  * @throws UnknownUserError when the container has no such account.
  */
 function credentials(options: SetnsOptions, pid: number, session: Session, machine: string): string[] {
   const user = options.user;
   if (user === undefined) return [];
-  const passwd = (() => {
-    try {
-      return readFileSync(`/proc/${pid}/root/etc/passwd`, 'utf8');
-    } catch {
-      return '';
-    }
-  })();
-  const entry = passwd
+  const entry = containerPasswd(pid)
     .split('\n')
     .map((line) => line.split(':'))
     .find((fields) => fields.length >= 4 && (fields[0] === user || fields[2] === user));
-  if (entry) return ['-S', entry[2] as string, '-G', entry[3] as string];
+  const [uid, gid] = [entry?.[2], entry?.[3]];
+  if (uid !== undefined && gid !== undefined && /^\d{1,10}$/.test(uid) && /^\d{1,10}$/.test(gid)) {
+    return ['-S', uid, '-G', gid];
+  }
   // A numeric uid needs no entry (as `docker exec --user 1234` does not).
-  if (/^\d+$/.test(user)) return ['-S', user, '-G', user];
-  throw new UnknownUserError(session.name, `user '${user}' does not exist in ${subject(options)} on ${machine}`, '');
+  if (/^\d{1,10}$/.test(user)) return ['-S', user, '-G', user];
+  throw new UnknownUserError(
+    session.name,
+    `user '${user}' does not exist in ${subject(options)} on ${machine} (its /etc/passwd, a regular file, names no such account)`,
+    '',
+  );
 }
 
 /** `setns`: finds the leader PID, then runs `nsenter -t PID -m -u -i -n -p -r -w [-S uid -G gid] ...`. */
