@@ -97,7 +97,13 @@ const SYSTEM_TOOLS = [
   ['/usr/bin/lxd', 'lxd'],
   ['/usr/bin/lxc', 'lxd-client'],
   ['/usr/bin/mmdebstrap', 'mmdebstrap'],
+  // Incus (its daemon and client, without the virtual machine parts): from Debian 13 on in main,
+  // for Debian 12 in bookworm-backports, which installBackported below reaches.
+  ['/usr/libexec/incus/incusd', 'incus-base'],
 ];
+
+/** Packages that Debian 12 has only in its backports suite: installed from there when the system's sources lack them. */
+const BACKPORTED = ['incus-base'];
 
 function provision() {
   const missing = SYSTEM_TOOLS.filter(([path]) => !existsSync(path)).map(([, pkg]) => pkg);
@@ -117,7 +123,9 @@ function provision() {
   const installable = missing.filter((pkg) => !lacking.includes(pkg));
   if (installable.length > 0)
     execFileSync('apt-get', [...wait, 'install', '-y', '-qq', ...installable], { stdio: 'inherit', env });
-  for (const pkg of lacking) {
+  const backported = lacking.filter((pkg) => BACKPORTED.includes(pkg));
+  if (backported.length > 0) installBackported(backported, env);
+  for (const pkg of lacking.filter((pkg) => !backported.includes(pkg))) {
     if (pkg !== 'sudo-rs') {
       console.error(`apt-get cannot install ${pkg} on this system; the tests need it.`);
       process.exit(1);
@@ -141,11 +149,7 @@ function hasCandidate(pkg) {
  * dependencies name trixie's libc). Fails loudly when that does not work.
  */
 function unpackSudoRs(env) {
-  const codename = /^VERSION_CODENAME=(\S+)$/m.exec(readFileSync('/etc/os-release', 'utf8'))?.[1];
-  const archive = execFileSync('apt-get', ['indextargets', '--format', '$(REPO_URI) $(RELEASE)'], { encoding: 'utf8' })
-    .split('\n')
-    .map((line) => line.split(' '))
-    .find(([, release]) => release === codename)?.[0];
+  const { codename, archive } = systemArchive();
   if (!archive) {
     console.error(
       `sudo-rs: no apt package for it here, and no Debian archive for release ${codename} to fetch trixie's from.`,
@@ -155,20 +159,7 @@ function unpackSudoRs(env) {
   console.log(`sudo-rs is not packaged for ${codename}: unpacking the trixie package's binary...`);
   const dir = mkdtempSync(join(tmpdir(), 'tendril-sudo-rs-'));
   try {
-    for (const sub of ['lists/partial', 'cache/archives/partial']) mkdirSync(join(dir, sub), { recursive: true });
-    writeFileSync(join(dir, 'sources.list'), `deb ${archive} trixie main\n`);
-    const apt = [
-      '-o',
-      `Dir::Etc::sourcelist=${join(dir, 'sources.list')}`,
-      '-o',
-      'Dir::Etc::sourceparts=-',
-      '-o',
-      `Dir::State::Lists=${join(dir, 'lists')}`,
-      '-o',
-      `Dir::Cache=${join(dir, 'cache')}`,
-      '-o',
-      'APT::Sandbox::User=root',
-    ];
+    const apt = privateApt(dir, `deb ${archive} trixie main\n`, { systemSources: false });
     execFileSync('apt-get', [...apt, 'update', '-qq'], { stdio: 'inherit', env });
     execFileSync('apt-get', [...apt, 'download', '-qq', 'sudo-rs'], { stdio: 'inherit', env, cwd: dir });
     const deb = readdirSync(dir).find((name) => name.startsWith('sudo-rs_') && name.endsWith('.deb'));
@@ -194,6 +185,76 @@ function unpackSudoRs(env) {
     console.log(execFileSync('/usr/bin/sudo-rs', ['--version'], { encoding: 'utf8' }).trim());
   } catch (error) {
     console.error(`sudo-rs could not be installed, and the sudo-rs tests need it: ${error.message}`);
+    process.exit(1);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** This system's release codename and the Debian archive apt fetches it from (undefined when none). */
+function systemArchive() {
+  const codename = /^VERSION_CODENAME=(\S+)$/m.exec(readFileSync('/etc/os-release', 'utf8'))?.[1];
+  const archive = execFileSync('apt-get', ['indextargets', '--format', '$(REPO_URI) $(RELEASE)'], { encoding: 'utf8' })
+    .split('\n')
+    .map((line) => line.split(' '))
+    .find(([, release]) => release === codename)?.[0];
+  return { codename, archive };
+}
+
+/**
+ * apt-get options for a private package list in `dir`, from `sources` (a
+ * sources.list text), with or without the system's own sources: the
+ * system's sources and lists are never changed.
+ */
+function privateApt(dir, sources, { systemSources }) {
+  for (const sub of ['lists/partial', 'cache/archives/partial']) mkdirSync(join(dir, sub), { recursive: true });
+  writeFileSync(join(dir, 'sources.list'), sources);
+  return [
+    '-o',
+    `Dir::Etc::sourcelist=${join(dir, 'sources.list')}`,
+    ...(systemSources ? [] : ['-o', 'Dir::Etc::sourceparts=-']),
+    '-o',
+    `Dir::State::Lists=${join(dir, 'lists')}`,
+    '-o',
+    `Dir::Cache=${join(dir, 'cache')}`,
+    '-o',
+    'APT::Sandbox::User=root',
+  ];
+}
+
+/**
+ * Installs `packages` from the system's backports suite (Debian 12:
+ * bookworm-backports), through a private package list that adds that suite
+ * to the system's sources for this one install; the system's sources are
+ * not changed, so later upgrades keep to them. Fails loudly when that does
+ * not work.
+ */
+function installBackported(packages, env) {
+  const { codename, archive } = systemArchive();
+  if (!archive) {
+    console.error(
+      `${packages.join(' ')}: no apt package here, and no Debian archive for ${codename} to fetch backports from.`,
+    );
+    process.exit(1);
+  }
+  console.log(`${packages.join(' ')}: not in ${codename}'s sources; installing from ${codename}-backports...`);
+  const dir = mkdtempSync(join(tmpdir(), 'tendril-backports-'));
+  try {
+    const apt = [
+      ...privateApt(dir, `deb ${archive} ${codename}-backports main\n`, { systemSources: true }),
+      '-o',
+      'DPkg::Lock::Timeout=600',
+    ];
+    execFileSync('apt-get', [...apt, 'update', '-qq'], { stdio: 'inherit', env });
+    execFileSync(
+      'apt-get',
+      [...apt, 'install', '-y', '-qq', '--no-install-recommends', '-t', `${codename}-backports`, ...packages],
+      { stdio: 'inherit', env },
+    );
+  } catch (error) {
+    console.error(
+      `${packages.join(' ')} could not be installed from ${codename}-backports, and the tests need it: ${error.message}`,
+    );
     process.exit(1);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -244,8 +244,9 @@ export class Router extends EventEmitter<RouterEvents> {
   }
 
   /**
-   * Starts a context in an LXD instance: `lxc exec --mode=noninteractive C -- ...`.
-   * @param options `container` (`[remote:]name`), `lxcPath` (the client, default `'lxc'`), common options, `via`.
+   * Starts a context in an LXD instance: `lxc exec --mode=non-interactive C -- ...`.
+   * @param options `container` (`[remote:]name`), `lxcPath` (the client, default `'lxc'`), `lxdDirectory`
+   *   (the daemon's directory, given to the client as `LXD_DIR`), common options, `via`.
    * @throws ContainerNotFoundError, ContainerNotRunningError, NotAllowedError, ToolNotFoundError,
    *   and the errors of `local`.
    */
@@ -255,7 +256,7 @@ export class Router extends EventEmitter<RouterEvents> {
 
   /**
    * Starts a context in an Incus instance: `incus exec --mode=non-interactive C -- ...`.
-   * @param options `container` (`[remote:]name`), `incusPath`, common options, `via`.
+   * @param options `container` (`[remote:]name`), `incusPath`, `incusDirectory` (as `INCUS_DIR`), common options, `via`.
    * @throws as `lxd`.
    */
   incus(options: IncusOptions & ViaOption): Promise<Context> {
@@ -267,7 +268,8 @@ export class Router extends EventEmitter<RouterEvents> {
    * util-linux nsenter, without the runtime's exec; root only. The leader
    * process is `pid`, or found with `docker inspect`, `podman inspect` or
    * `lxc-info` for `container` and `runtime`.
-   * @param options `pid`, or `container` and `runtime`; `runtimePath`, `user`, `nsenterPath`, common options, `via`.
+   * @param options `pid`, or `container` and `runtime`; `runtimePath`, `runtimeArgs` (given to the runtime
+   *   before its own: where its containers are), `user`, `nsenterPath`, common options, `via`.
    * @throws NotAllowedError (not root), ContainerNotFoundError, ContainerNotRunningError,
    *   UnknownUserError, ToolNotFoundError, and the errors of `local`.
    */

@@ -8,6 +8,7 @@ export * from './bootstrap.js';
 export * from './command.js';
 export * from './connect.js';
 export * from './doas.js';
+// The sub-layers (tendril:ssh, tendril:containers) raise these through this layer: one copy of each class.
 export * from './errors.js';
 export * from './first-stage.js';
 export * from './local.js';

@@ -48,6 +48,13 @@ export interface ToolMethodSpec<O> {
   command(options: O, argv: string[], session: Session, machine: string): string[] | Promise<string[]>;
   /** The complaints to recognise, most specific first. */
   failures(options: O, where: string): ToolFailure[];
+  /**
+   * The program's whole environment (the program is looked up in its
+   * PATH): where a client finds its daemon added to the starting
+   * context's, or a bare one that the target must not see the starting
+   * context's variables through. Default: the starting context's.
+   */
+  environment?(options: O): NodeJS.ProcessEnv | undefined;
   /** What the attempt is doing while the program starts, for `ConnectTimeoutError`. */
   step(options: O, where: string): string;
   /** True when the program puts the child on this machine as this account (no Node code cache otherwise). */
@@ -74,9 +81,10 @@ export function toolMethod<O extends NamedTarget>(spec: ToolMethodSpec<O>): Conn
       session.describe(`${targetName(spec.name, options)}@${machine}`);
       session.step = spec.step(options, machine);
       const tool = spec.tool(options);
+      const env = spec.environment?.(options);
       const transport = spawnTransport(
         await spec.command(options, argv, session, machine),
-        {},
+        env ? { env } : {},
         `${spec.name} on ${machine}`,
       );
       return {

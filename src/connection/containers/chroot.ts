@@ -46,6 +46,11 @@ export const chroot: ConnectionMethod<ChrootOptions> = toolMethod<ChrootOptions>
       `no directory ${options.path} on ${machine} to chroot into`,
     ),
     failure(
+      /cannot change root directory to .*: Permission denied/,
+      NotAllowedError,
+      `this account may not reach ${options.path} on ${machine} (a directory on the way is closed to it)`,
+    ),
+    failure(
       /Operation not permitted/,
       NotAllowedError,
       `chroot needs root on ${machine}: start the context as root (via a sudo context)`,

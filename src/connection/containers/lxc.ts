@@ -57,9 +57,10 @@ export const lxc: ConnectionMethod<LxcOptions> = toolMethod<LxcOptions>({
     const defined = existsSync(join(containerDirectory(options), options.container, 'config'));
     return [
       failure(
-        /Operation not permitted|Permission denied/i,
+        // Not root: "Insufficent privileges to control C" (LXC's spelling) or "You lack access to LXCPATH".
+        /Operation not permitted|Permission denied|Insuffici?ent privileges|You lack access/i,
         NotAllowedError,
-        `this account may not attach to ${subject}`,
+        `this account may not attach to ${subject}: attach as the account that started it (root, for a container root started: via a sudo context)`,
       ),
       defined
         ? failure(/Failed to get init pid/, ContainerNotRunningError, `${subject} is not running: start it (lxc-start)`)

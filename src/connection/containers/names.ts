@@ -17,10 +17,14 @@ export function plainName(value: unknown, option: string, where: string, what: s
   return name;
 }
 
-/** What an OCI runtime (runc, crun) or a tool's exec says when `sh` is not in the container. */
+/**
+ * What an OCI runtime (runc, crun) or a tool's exec says when `sh` is not
+ * in the container: lxc-attach 'Failed to exec "sh"'; LXD's and Incus's
+ * clients "Error: Command not found" (sh is the only command they run).
+ */
 export function noShell(subject: string, machine: string): ToolFailure {
   return failure(
-    /"sh": executable file not found|exec: "sh"|failed to run command .sh.: No such file|sh: No such file or directory/,
+    /"sh": executable file not found|exec: "sh"|failed to run command .sh.: No such file|sh: No such file or directory|Failed to exec "sh"|^Error: Command not found$/m,
     InterpreterError,
     `${subject} on ${machine} has no POSIX shell (sh), which tendril's start needs`,
   );

@@ -5,7 +5,7 @@
  * slow, or a process that is no container at all. Root only.
  */
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { InvalidOptionError } from '../../core/errors.js';
 import { integer, text } from '../../core/options.js';
 import type { CommonOptions } from '../bootstrap.js';
@@ -18,7 +18,7 @@ import {
   UnknownUserError,
 } from '../errors.js';
 import type { ConnectionMethod, Session } from '../method.js';
-import { COMMON_OPTIONS, optionNames } from '../method-options.js';
+import { COMMON_OPTIONS, optionNames, strings } from '../method-options.js';
 import { failure, toolMethod } from '../tool-method.js';
 import { noShell, plainName } from './names.js';
 
@@ -35,13 +35,23 @@ export interface SetnsOptions extends CommonOptions {
   runtime?: SetnsRuntime;
   /** The runtime's command. Default: `docker`, `podman` or `lxc-info`. */
   runtimePath?: string;
+  /**
+   * Arguments given to the runtime's command before its own (`inspect ...`,
+   * `--name ...`): where its containers are, e.g. `['--root', dir]` for a
+   * podman store, `['--host', socket]` for a docker daemon, `['--lxcpath',
+   * dir]` for LXC. Default none.
+   */
+  runtimeArgs?: string[];
   /** The account to run as inside: a name (from the container's /etc/passwd) or a numeric uid. Default: root. */
   user?: string;
-  /** The nsenter command. Default `'nsenter'` (util-linux). */
+  /** The nsenter command. Default `'nsenter'` (util-linux), looked up in the PATH of a container (`/usr/local/sbin:...:/bin`). */
   nsenterPath?: string;
 }
 
 const RUNTIMES: readonly SetnsRuntime[] = ['docker', 'podman', 'lxc'];
+
+/** The context's PATH inside: the one OCI runtimes and lxc-attach --clear-env give (also where nsenter is looked up). */
+const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** How long finding the leader may take at most, in ms, whatever is left of connectTimeout. */
 const LOOKUP_LIMIT = 30_000;
@@ -61,10 +71,12 @@ async function leaderPid(options: SetnsOptions, session: Session, machine: strin
   const runtime = options.runtime as SetnsRuntime;
   const container = options.container as string;
   const tool = options.runtimePath ?? (runtime === 'lxc' ? 'lxc-info' : runtime);
-  const argv =
-    runtime === 'lxc'
+  const argv = [
+    ...(options.runtimeArgs ?? []),
+    ...(runtime === 'lxc'
       ? ['--name', container, '--pid', '--no-humanize']
-      : ['inspect', '--format', '{{.State.Pid}}', container];
+      : ['inspect', '--format', '{{.State.Pid}}', container]),
+  ];
   session.step = `finding the leader process of ${subject(options)} with ${tool} on ${machine}`;
   const { error, stdout, stderr } = await new Promise<{
     error: { code?: unknown } | null;
@@ -99,29 +111,63 @@ async function leaderPid(options: SetnsOptions, session: Session, machine: strin
   return pid;
 }
 
+/** The most of a container's /etc/passwd read, in bytes. */
+const PASSWD_LIMIT = 1024 * 1024;
+
+/**
+ * The container's /etc/passwd as the container sees it, or '' when it
+ * cannot be read so. The container controls the file: read through
+ * /proc/PID/root, a link in it (/etc, or /etc/passwd itself) would be
+ * followed on this side, into this machine's files (a /dev/zero, a FIFO,
+ * another passwd), so no link is followed, only a regular file is read,
+ * and at most PASSWD_LIMIT bytes of it.
+ */
+function containerPasswd(pid: number): string {
+  const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = constants;
+  const opened: number[] = [];
+  try {
+    const etc = openSync(`/proc/${pid}/root/etc`, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    opened.push(etc);
+    // Through the directory already opened: nothing can swap /etc for a link in between.
+    const file = openSync(`/proc/self/fd/${etc}/passwd`, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    opened.push(file);
+    if (!fstatSync(file).isFile()) return '';
+    const buffer = Buffer.alloc(PASSWD_LIMIT);
+    let length = 0;
+    for (let read = -1; read !== 0 && length < PASSWD_LIMIT; length += read) {
+      read = readSync(file, buffer, length, PASSWD_LIMIT - length, length);
+    }
+    return buffer.subarray(0, length).toString('utf8');
+  } catch {
+    return '';
+  } finally {
+    for (const fd of opened) closeSync(fd);
+  }
+}
+
 /**
  * `user` as nsenter's `-S uid -G gid`, read from the container's own
- * passwd file (through /proc/PID/root, so the container's, not this machine's).
+ * passwd file (see containerPasswd), whose numbers must be numbers.
  * @throws UnknownUserError when the container has no such account.
  */
 function credentials(options: SetnsOptions, pid: number, session: Session, machine: string): string[] {
   const user = options.user;
   if (user === undefined) return [];
-  const passwd = (() => {
-    try {
-      return readFileSync(`/proc/${pid}/root/etc/passwd`, 'utf8');
-    } catch {
-      return '';
-    }
-  })();
-  const entry = passwd
+  const entry = containerPasswd(pid)
     .split('\n')
     .map((line) => line.split(':'))
     .find((fields) => fields.length >= 4 && (fields[0] === user || fields[2] === user));
-  if (entry) return ['-S', entry[2] as string, '-G', entry[3] as string];
+  const [uid, gid] = [entry?.[2], entry?.[3]];
+  if (uid !== undefined && gid !== undefined && /^\d{1,10}$/.test(uid) && /^\d{1,10}$/.test(gid)) {
+    return ['-S', uid, '-G', gid];
+  }
   // A numeric uid needs no entry (as `docker exec --user 1234` does not).
-  if (/^\d+$/.test(user)) return ['-S', user, '-G', user];
-  throw new UnknownUserError(session.name, `user '${user}' does not exist in ${subject(options)} on ${machine}`, '');
+  if (/^\d{1,10}$/.test(user)) return ['-S', user, '-G', user];
+  throw new UnknownUserError(
+    session.name,
+    `user '${user}' does not exist in ${subject(options)} on ${machine} (its /etc/passwd, a regular file, names no such account)`,
+    '',
+  );
 }
 
 /** `setns`: finds the leader PID, then runs `nsenter -t PID -m -u -i -n -p -r -w [-S uid -G gid] ...`. */
@@ -133,6 +179,7 @@ export const setns: ConnectionMethod<SetnsOptions> = toolMethod<SetnsOptions>({
     container: true,
     runtime: true,
     runtimePath: true,
+    runtimeArgs: true,
     user: true,
     nsenterPath: true,
   }),
@@ -154,9 +201,17 @@ export const setns: ConnectionMethod<SetnsOptions> = toolMethod<SetnsOptions>({
       throw new InvalidOptionError('runtime', where, 'only given with container', options.runtime);
     }
     text(options.runtimePath, 'runtimePath', where, undefined, 4096);
+    strings(options.runtimeArgs, 'runtimeArgs', where);
+    if (options.container === undefined && options.runtimeArgs !== undefined) {
+      throw new InvalidOptionError('runtimeArgs', where, 'only given with container', options.runtimeArgs);
+    }
     text(options.user, 'user', where, undefined);
     text(options.nsenterPath, 'nsenterPath', where, undefined, 4096);
   },
+  // The container sees none of the starting context's variables (secrets, HOME, ...), as lxc-attach
+  // --clear-env; not the leader's either, which the container controls and nsenter would run with
+  // on this side (LD_PRELOAD). Node finds HOME in the container's passwd.
+  environment: () => ({ PATH: CONTAINER_PATH }),
   tool: (options) => options.nsenterPath ?? 'nsenter',
   toolOption: 'nsenterPath',
   install: 'util-linux',
@@ -190,7 +245,8 @@ export const setns: ConnectionMethod<SetnsOptions> = toolMethod<SetnsOptions>({
   step: (options, machine) => `entering ${subject(options)} on ${machine}`,
   failures: (options, machine) => [
     failure(
-      /No such process|No such file or directory.*\/proc\//,
+      // "nsenter: cannot open /proc/PID/ns/ipc: No such file or directory": no such process (any more).
+      /cannot open \/proc\/\d+\/[^:]*: No such file or directory|No such process/,
       ContainerNotRunningError,
       `${subject(options)} on ${machine} is gone`,
     ),
