@@ -7,7 +7,7 @@
 // typed error quoting docker's own message.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -196,6 +196,27 @@ describe('docker', () => {
       assert.ok(Date.now() < deadline, `the throwaway container ${during[0]} was not removed`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
+  });
+
+  test("setns finds the container's leader with docker inspect (runtimeArgs: this daemon) and enters its namespaces", async () => {
+    await using router = new Router();
+    const leader = bed.docker(['inspect', '--format', '{{.State.Pid}}', 'web']).trim();
+    const context = await router.setns({
+      container: 'web',
+      runtime: 'docker',
+      runtimeArgs: bed.args,
+      user: IMAGE_USER,
+    });
+    assert.match(context.name, /^setns:docker\/web\(app\)@/);
+    assert.deepEqual(
+      await context.call(() => [process.getuid?.(), require('node:fs').readlinkSync('/proc/self/ns/mnt')]),
+      [1000, readlinkSync(`/proc/${leader}/ns/mnt`)],
+    );
+    await assert.rejects(
+      router.setns({ container: 'nosuch', runtime: 'docker', runtimeArgs: bed.args }),
+      (error: unknown) =>
+        error instanceof ContainerNotFoundError && /No such (object|container): nosuch/i.test(error.message),
+    );
   });
 
   test('a container without Node is an InterpreterError, one without sh says so', async () => {
