@@ -24,6 +24,7 @@ import {
   ToolNotFoundError,
 } from 'tendril';
 import { CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed } from './support/containers.js';
+import { sshLogin, startTestbed } from './support/testbed.js';
 
 const MOCK = fileURLToPath(new URL('./fixtures/kubectl-mock.js', import.meta.url));
 /** The real kubectl (google-cloud-cli's), for what it says without a cluster. */
@@ -205,6 +206,26 @@ describe('kubectl (a mock kubectl over a private Podman store: no cluster runs h
     assert.equal(context.name, `kubectl:web/side@${hostname()}`);
     await exerciseContext(context, scratch);
     assert.equal(lastCall().ppid, middle.info.pid, 'the via context, not the master, ran kubectl');
+  });
+
+  test('via ssh, then sudo to root there: kubectl runs on the far side', async () => {
+    const testbed = await startTestbed();
+    try {
+      await using router = new Router();
+      const ssh = await router.ssh(sshLogin(testbed, testbed.accounts.docs));
+      const root = await router.sudo({ via: ssh, password: testbed.accounts.docs.password });
+      const context = await router.kubectl({ pod: 'web', container: 'web', via: root, ...mock });
+      assert.equal(context.name, `kubectl:web/web@${hostname()}`);
+      assert.equal(lastCall().ppid, root.info.pid, 'the sudo context on the ssh side ran kubectl');
+      await exerciseContext(context, scratch);
+      await assert.rejects(
+        router.kubectl({ pod: 'nosuch', via: root, ...mock }),
+        (error: unknown) => error instanceof ContainerNotFoundError && /pods "nosuch" not found/.test(error.message),
+        'its errors arrive as their own class',
+      );
+    } finally {
+      await testbed.stop();
+    }
   });
 
   test('each failure is its typed error, naming the context and quoting kubectl', async () => {

@@ -8,6 +8,8 @@ export * from './bootstrap.js';
 export * from './command.js';
 export * from './connect.js';
 export * from './doas.js';
+// The SSH and container layers take the error classes from here (one instance of each class per context).
+export * from './errors.js';
 export * from './first-stage.js';
 export * from './local.js';
 export * from './method.js';
