@@ -50,5 +50,6 @@ export const command: ConnectionMethod<CommandOptions> = toolMethod<CommandOptio
   command: (options, argv) =>
     options.remoteShell === true ? [...options.argv, argv.map(shellQuote).join(' ')] : [...options.argv, ...argv],
   step: (options, machine) => `running ${basename(options.argv[0] ?? '')} on ${machine}`,
+  program: (options) => basename(options.argv[0] ?? ''),
   failures: () => [],
 });

@@ -52,9 +52,10 @@ export function ownMethod(name: string): Promise<AnyMethod> | undefined {
 /**
  * The connection method called `name` among the exports of `module` (a
  * namespace, or a CommonJS module's exports).
+ * @param path the module's path on the master, for the error.
  * @throws TypeError naming the module when it exports none.
  */
-export function exportedMethod(module: unknown, name: string, path: string | undefined): AnyMethod {
+export function exportedMethod(module: unknown, name: string, path: string): AnyMethod {
   const exports: Record<string, unknown> = typeof module === 'object' && module !== null ? { ...module } : {};
   const fallback = exports.default;
   // `export default method`, `module.exports = { method }` seen through import(), or named exports.
@@ -70,22 +71,55 @@ export function exportedMethod(module: unknown, name: string, path: string | und
       typeof (value as AnyMethod).start === 'function' &&
       typeof (value as AnyMethod).defaultNode === 'function',
   );
-  if (!found) throw new TypeError(`module ${path} exports no connection method named '${name}'`);
+  if (!found) {
+    throw new TypeError(
+      `module ${path}, where connection method '${name}' is defined (its start function), exports no connection method named '${name}': export the method object from that module (a method made by another module's function is defined there: give yours a start of its own, such as start: (argv, options, session) => made.start(argv, options, session))`,
+    );
+  }
   return found;
 }
 
 /**
+ * Loads the user's method a CONNECT request names: imports `request.module`
+ * (through module forwarding, as a call's module) and takes its export of
+ * that name.
+ * @throws Error naming the method, the module and this context when the module cannot be loaded; TypeError as `exportedMethod`.
+ */
+async function userMethod(
+  runtime: Runtime,
+  request: ConnectRequest & { module: string },
+  load: ((path: string) => Promise<unknown>) | undefined,
+): Promise<AnyMethod> {
+  if (!load)
+    throw new Error(
+      `context '${runtime.router.name}' cannot load modules, so not connection method '${request.method}'`,
+    );
+  let module: unknown;
+  try {
+    module = await load(request.module);
+  } catch (error) {
+    throw new Error(
+      `context '${runtime.router.name}' could not load module ${request.module}, which defines connection method '${request.method}': ${(error as Error)?.message ?? String(error)}`,
+    );
+  }
+  return exportedMethod(module, request.method, request.module);
+}
+
+/**
  * Serves a CONNECT request: starts a child of this context (the `via`
- * context of the caller) with the named method.
- * @throws Error naming the method when it is unknown; BootstrapError as `bootstrap`.
+ * context of the caller) with the named method: one of tendril's own, or,
+ * when the request names a module, the user's method it exports.
+ * @param load imports a module by its path on the master (module forwarding).
+ * @throws Error naming the method when it is unknown or its module cannot be loaded; TypeError when that module does not export it; BootstrapError as `bootstrap`.
  */
 export async function connectFromRequest(
   runtime: Runtime,
   request: ConnectRequest,
-  module?: unknown,
+  load?: (path: string) => Promise<unknown>,
 ): Promise<ReadyInfo> {
+  const { module } = request;
   const method =
-    module === undefined ? await ownMethod(request.method) : exportedMethod(module, request.method, request.module);
+    module === undefined ? await ownMethod(request.method) : await userMethod(runtime, { ...request, module }, load);
   if (!method) throw new Error(`unknown connection method '${request.method}' in context '${runtime.router.name}'`);
   // The master checked them; a context checks what it is asked to start with all the same.
   checkMethodOptions(method, request.options, `router.${method.name}()`);

@@ -57,6 +57,8 @@ export interface ToolMethodSpec<O> {
   environment?(options: O): NodeJS.ProcessEnv | undefined;
   /** What the attempt is doing while the program starts, for `ConnectTimeoutError`. */
   step(options: O, where: string): string;
+  /** What runs, in errors about the process (`'<program> on <machine>'`). Default: the method's name, `'docker on web1'`. */
+  program?(options: O): string;
   /** True when the program puts the child on this machine as this account (no Node code cache otherwise). */
   readonly sameMachine?: boolean;
 }
@@ -85,7 +87,7 @@ export function toolMethod<O extends NamedTarget>(spec: ToolMethodSpec<O>): Conn
       const transport = spawnTransport(
         await spec.command(options, argv, session, machine),
         env ? { env } : {},
-        `${spec.name} on ${machine}`,
+        `${spec.program?.(options) ?? spec.name} on ${machine}`,
       );
       return {
         ...transport,

@@ -137,9 +137,8 @@ function start(
   });
   serve(router, CONNECT_SPEC, async (request) => {
     const connection = (await importer.import(CONNECTION_MODULE_ID, CONNECTION_MODULE_ID)) as ConnectionModule;
-    // A user's own method: the module the master says exports it, fetched like a call's module.
-    const method = request.module === undefined ? undefined : await importer.import(request.module, request.module);
-    return connection.connectFromRequest(runtime, request, method);
+    // A user's own method is loaded from the module the master names, fetched like a call's module.
+    return connection.connectFromRequest(runtime, request, (path) => importer.import(path, path));
   });
 
   // A stray exception in user code must not take the context down with it.

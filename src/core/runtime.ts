@@ -58,6 +58,10 @@ export type { ConnectRequest } from './protocol/connect.js';
 
 /** What the connection module exports to children. */
 export interface ConnectionModule {
-  /** Serves a CONNECT request in this context; `method` is the user's method `request.module` exported. */
-  connectFromRequest(runtime: Runtime, request: ConnectRequest, method?: unknown): Promise<ReadyInfo>;
+  /** Serves a CONNECT request in this context; `load` imports the module of a user's method (`request.module`). */
+  connectFromRequest(
+    runtime: Runtime,
+    request: ConnectRequest,
+    load: (path: string) => Promise<unknown>,
+  ): Promise<ReadyInfo>;
 }

@@ -45,6 +45,26 @@ export function definingModule(fn: object, caller: string | undefined): string |
   return found ?? undefined;
 }
 
+/** Results of `scriptOf`, per function. */
+const located = new WeakMap<object, string | null>();
+
+/**
+ * The file V8 says `fn` was compiled from, or undefined when it cannot
+ * tell (no inspector, a function made by `eval` or `new Function`, a
+ * bound or native function). Unlike `definingModule`, never a guess from
+ * source text: two functions of the same text in different modules are
+ * told apart. For what will be loaded and run elsewhere (a connection
+ * method's module), where the wrong module would be the wrong code.
+ */
+export function scriptOf(fn: object): string | undefined {
+  let found = located.get(fn);
+  if (found === undefined) {
+    found = locate(fn) ?? null;
+    located.set(fn, found);
+  }
+  return found ?? undefined;
+}
+
 function sourceOf(path: string): string | null {
   let text = sources.get(path);
   if (text === undefined) {

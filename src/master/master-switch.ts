@@ -1,3 +1,4 @@
+import { realpathSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { bootstrap, type CommonOptions, DEFAULT_CONNECT_TIMEOUT } from '../connection/bootstrap.js';
 import { ownMethod } from '../connection/connect.js';
@@ -24,7 +25,7 @@ import { MessageSwitch } from '../core/switch.js';
 import { bootstrapAssets } from './assets.js';
 import { baseDirectory, baseFile, callerModule, mainModule } from './caller.js';
 import { warmFunctionAnalysis } from './function-analysis.js';
-import { definingModule } from './function-location.js';
+import { definingModule, scriptOf } from './function-location.js';
 import { IdAllocator } from './id-allocator.js';
 import type { ModuleFilter } from './module-files.js';
 import { ModuleResponder, type ResponderStats } from './module-responder.js';
@@ -227,8 +228,14 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
 
   /**
    * Starts a context with any connection method. With `via`, the method
-   * runs in that context and must be one of tendril's own (by name).
-   * @throws as `local`; Error when the router has been shut down.
+   * runs in that context: one of tendril's own is named; a user's is
+   * loaded there from the module that defines it (see `methodModule`),
+   * which must export it.
+   * @throws as `local`; Error when the router has been shut down; TypeError
+   *   when a user's method cannot be loaded by the via context (see
+   *   `methodModule`); with `via`, what the via context raised (a
+   *   `CallError` naming the module when it could not load it or found no
+   *   such export in it).
    */
   async connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): Promise<C> {
     if (this.closing) throw new Error(`router '${this.name}' has been shut down; create a new Router`);
@@ -247,7 +254,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
       taken: this.contextNamesStartingWith(`${method.name}${method.name === 'local' ? '.' : ':'}`),
     };
     // A method of the user's: the via context imports the module that defines it, as it would a call's.
-    if ((await ownMethod(method.name)) !== method) request.module = this.methodModule(method);
+    if ((await ownMethod(method.name)) !== method) request.module = this.methodModule(method, via);
     // The via context enforces connectTimeout itself and says so; one that never answers (hung, or hostile) is given up on STOP_GRACE later.
     const connectTimeout = (rest as CommonOptions).connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
     let info: ReadyInfo;
@@ -278,15 +285,38 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
   }
 
   /**
-   * The module that defines `method`, for a via context to import it from
-   * (and now served to it).
-   * @throws TypeError when that cannot be told (a method made by eval, or in the REPL).
+   * The module that defines `method` (where V8 compiled its `start`), for
+   * the via context to import through module forwarding; its package is
+   * served from now on, as a call's module's is. Only where V8 says: the
+   * module is loaded and run in the via context, so a guess could run the
+   * wrong code there.
+   * @throws TypeError when that cannot be told (a method made by `eval`, in
+   *   the REPL, or whose `start` is bound or native), when it is the main
+   *   module (the via context would run the whole program to load it), or
+   *   when the file is gone.
    */
-  private methodModule(method: ConnectionMethod<never>): string {
-    const file = definingModule(method.start, callerModule());
+  private methodModule(method: ConnectionMethod<never>, via: Context): string {
+    const name = `connection method '${method.name}'`;
+    const file = typeof method.start === 'function' ? scriptOf(method.start) : undefined;
     if (file === undefined) {
       throw new TypeError(
-        `cannot tell which module defines connection method '${method.name}', so a via context cannot load it: define it in a module file`,
+        `cannot tell which module defines ${name} (where its start function is written), so context '${via.name}' cannot load it: define the method in a module file of its own and export it (not with eval or new Function, in the REPL, or with a bound start)`,
+      );
+    }
+    let real: string | undefined;
+    try {
+      real = statSync(file).isFile() ? realpathSync(file) : undefined;
+    } catch {
+      // Removed since it was loaded.
+    }
+    if (real === undefined) {
+      throw new TypeError(
+        `${name} is defined in ${file}, which is no longer a file, so context '${via.name}' cannot load it`,
+      );
+    }
+    if (real === mainModule()) {
+      throw new TypeError(
+        `${name} is defined in the main module ${file}: context '${via.name}' would have to run the whole program to load it; move the method into a module of its own, export it from there, and import it`,
       );
     }
     this.responder.trust(file);

@@ -29,7 +29,19 @@ export interface KubectlOptions extends CommonOptions {
   kubectlPath?: string;
 }
 
-/** `kubectl`: runs the child with `kubectl [args] exec -i POD [-c C] -- ...`. */
+/**
+ * `kubectl`: runs the child with `kubectl [--kubeconfig K] [--context C]
+ * [--namespace N] [kubectlArgs] exec -i POD [-c CONTAINER] -- ...` on the
+ * machine of the context starting it. kubectl's complaints become:
+ * `ContainerNotFoundError` (no such pod, or no such container in it),
+ * `ContainerNotRunningError` (the pod is not scheduled yet or has
+ * completed, or the kubelet has no running container of that name:
+ * starting, crash-looping), `NotAllowedError` (the API server's Forbidden:
+ * no pods/exec permission), `InterpreterError` (no `sh` or Node in the
+ * container), `ToolNotFoundError` (no kubectl), and `BootstrapError`
+ * quoting kubectl for the rest (an unknown kubeconfig context, a missing
+ * kubeconfig, an API server that cannot be reached).
+ */
 export const kubectl: ConnectionMethod<KubectlOptions> = toolMethod<KubectlOptions>({
   name: 'kubectl',
   optionNames: optionNames<KubectlOptions>({
@@ -70,29 +82,50 @@ export const kubectl: ConnectionMethod<KubectlOptions> = toolMethod<KubectlOptio
   step: (options, machine) => `starting ${targetName('kubectl', options)} with kubectl exec on ${machine}`,
   failures: (options, machine) => {
     const pod = `pod '${options.pod}'${options.namespace === undefined ? '' : ` in namespace '${options.namespace}'`}`;
+    const container =
+      options.container === undefined
+        ? `the default container of ${pod}`
+        : `container '${options.container}' of ${pod}`;
+    const cluster = options.context === undefined ? "the kubeconfig's current context" : `context '${options.context}'`;
     return [
-      failure(/pods? "[^"]*" not found|NotFound/, ContainerNotFoundError, `no ${pod} (kubectl get pods lists them)`),
+      // kubectl's own words for what the API server answered (its Status reason and message), then the kubelet's.
       failure(
-        /container [^ ]+ is not valid for pod|container not found/i,
+        /Error from server \(NotFound\): pods "[^"]*" not found|unable to upgrade connection: pod does not exist/,
         ContainerNotFoundError,
-        `${pod} has no container '${options.container}'`,
+        `no ${pod} in the cluster of ${cluster} (kubectl get pods lists them)`,
       ),
       failure(
-        /cannot exec into a container in a completed pod|container not running|is not running|does not have a host assigned|ContainerCreating/i,
+        /container \S+ is not valid for pod/,
+        ContainerNotFoundError,
+        `${pod} has no container '${options.container}' (kubectl describe pod ${options.pod} lists them)`,
+      ),
+      // The kubelet has no running container of that name: not started yet, crash-looping, or exited.
+      failure(
+        /unable to upgrade connection: container not found|cannot exec into a container in a completed pod|does not have a host assigned|container is not created or running/,
         ContainerNotRunningError,
-        `the container of ${pod} is not running`,
+        `${container} is not running (kubectl describe pod ${options.pod} says why)`,
       ),
       failure(
-        /Forbidden|Unauthorized|You must be logged in/i,
+        /Error from server \(Forbidden\)|error: You must be logged in|Unauthorized/,
         NotAllowedError,
-        `the kubeconfig user may not exec into ${pod}: it needs the pods/exec permission (kubectl auth can-i create pods/exec)`,
+        `the kubeconfig user of ${cluster} may not exec into ${pod}: it needs get on pods and create on pods/exec (kubectl auth can-i create pods/exec)`,
       ),
       failure(
-        /Unable to connect to the server|connection to the server .* was refused|no configuration has been provided|context was not found/i,
+        /context was not found for specified context/,
         BootstrapError,
-        `kubectl on ${machine} could not reach a cluster: check kubeconfig and context`,
+        `the kubeconfig kubectl reads on ${machine} has no context '${options.context}' (kubectl config get-contexts lists them)`,
       ),
-      noShell(`the container of ${pod}`, machine),
+      failure(
+        /^error: stat .*: no such file or directory$/m,
+        BootstrapError,
+        `the kubeconfig ${options.kubeconfig === undefined ? 'that $KUBECONFIG names' : `'${options.kubeconfig}'`} does not exist on ${machine}`,
+      ),
+      failure(
+        /The connection to the server .* was refused|Unable to connect to the server|no configuration has been provided/,
+        BootstrapError,
+        `kubectl on ${machine} could not reach the API server of ${cluster}: check the kubeconfig and that the cluster is up`,
+      ),
+      noShell(container, machine),
     ];
   },
 });
