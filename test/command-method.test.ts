@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { hostname, userInfo } from 'node:os';
 import { after, before, describe, test } from 'node:test';
-import { BootstrapError, InvalidOptionError, Router, ToolNotFoundError } from 'tendril';
+import { BootstrapError, InterpreterError, InvalidOptionError, Router, ToolNotFoundError } from 'tendril';
 import { openSshArgs, startTestbed, type Testbed } from './support/testbed.js';
 
 /** What the context says about the process it runs in. */
@@ -107,6 +107,16 @@ describe('command', () => {
         return true;
       },
     );
+    // A silent 127 (podman and kubectl exec can lose what a process printed as it ended): a command
+    // was not found, most likely Node.
+    await assert.rejects(router.command({ argv: ['sh', '-c', 'exit 127', 'wrapper'] }), (error: unknown) => {
+      assert.ok(error instanceof InterpreterError, String(error));
+      assert.match(
+        error.message,
+        /\(exit code 127\), printing nothing: a command was not found .*most likely Node\.js/,
+      );
+      return true;
+    });
     // ssh to a port nothing listens on: its own words.
     await assert.rejects(
       router.command({

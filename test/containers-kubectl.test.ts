@@ -23,20 +23,12 @@ import {
   Router,
   ToolNotFoundError,
 } from 'tendril';
-import { CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed } from './support/containers.js';
+import { CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed, processesIn } from './support/containers.js';
 import { sshLogin, startTestbed } from './support/testbed.js';
 
 const MOCK = fileURLToPath(new URL('./fixtures/kubectl-mock.js', import.meta.url));
 /** The real kubectl (google-cloud-cli's), for what it says without a cluster. */
 const REAL_KUBECTL = '/usr/bin/kubectl';
-
-/** Command lines of the processes in a container, read from its /proc (the image has no ps). */
-function processesIn(bed: PodmanBed, container: string): string[] {
-  return bed
-    .podman(['exec', container, 'sh', '-c', 'for p in /proc/[0-9]*; do tr "\\0" " " < "$p/cmdline"; echo; done'])
-    .split('\n')
-    .filter((line) => line.trim() !== '');
-}
 
 describe('kubectl (a mock kubectl over a private Podman store: no cluster runs here)', () => {
   let bed: PodmanBed;
@@ -140,7 +132,7 @@ describe('kubectl (a mock kubectl over a private Podman store: no cluster runs h
     assert.equal(await app.call(() => process.getuid?.()), 1000);
     await context.shutdown();
     assert.deepEqual(
-      processesIn(bed, 'kube-web').filter((line) => line.includes('tendril')),
+      processesIn((argv) => bed.podman(['exec', 'kube-web', ...argv])).filter((line) => line.includes('tendril')),
       [],
       'no process of the context is left in the container',
     );

@@ -16,15 +16,14 @@ import {
   ToolNotFoundError,
   UnknownUserError,
 } from 'tendril';
-import { CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed, ROOT_PASSWORD } from './support/containers.js';
-
-/** Command lines of the processes in a container, read from its /proc (the image has no ps). */
-function processesIn(bed: PodmanBed, container: string): string[] {
-  return bed
-    .podman(['exec', container, 'sh', '-c', 'for p in /proc/[0-9]*; do tr "\\0" " " < "$p/cmdline"; echo; done'])
-    .split('\n')
-    .filter((line) => line.trim() !== '');
-}
+import {
+  CONTAINER_LIMITS,
+  exerciseContext,
+  IMAGE_USER,
+  PodmanBed,
+  processesIn,
+  ROOT_PASSWORD,
+} from './support/containers.js';
 
 describe('podman', () => {
   let bed: PodmanBed;
@@ -47,7 +46,7 @@ describe('podman', () => {
     assert.match(node, /^v18\./, "the container's own Node (Debian 12's), not the master's");
     await context.shutdown();
     assert.deepEqual(
-      processesIn(bed, 'web').filter((line) => line.includes('tendril')),
+      processesIn((argv) => bed.podman(['exec', 'web', ...argv])).filter((line) => line.includes('tendril')),
       [],
       'no process of the context is left in the container',
     );

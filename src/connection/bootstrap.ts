@@ -373,6 +373,15 @@ function explain(transport: Transport, name: string, what: string, tail: string[
   ) {
     return new InterpreterError(name, `no usable Node.js interpreter (${what})`, output);
   }
+  // 127 is a shell's "command not found". Some tools (podman exec, kubectl exec) can drop what a
+  // process printed when it ended at once with input pending, so the status is all there is.
+  if (output.trim() === '' && what.endsWith('(exit code 127)')) {
+    return new InterpreterError(
+      name,
+      `${what}, printing nothing: a command was not found where it ran, most likely Node.js (or sh); set nodePath, or install Node there`,
+      output,
+    );
+  }
   return new BootstrapError(name, what, output);
 }
 
