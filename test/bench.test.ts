@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -59,6 +59,56 @@ test('npm run bench, in smoke mode, measures every row against every peer', { ti
   }
 });
 
+// The containers bench keeps working: its own Podman store, every way into
+// a container, Mitogen's same methods and the floors, once each. Nothing
+// about speed is asserted; the store is gone afterwards.
+test('npm run bench:containers, in smoke mode, measures every way against its peers and removes its store', {
+  timeout: 600_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tendril-bench-containers-'));
+  try {
+    const json = join(dir, 'results.json');
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [join(ROOT, 'build', 'bench', 'containers.js'), '--smoke', '--json', json],
+      { cwd: ROOT, timeout: 540_000, maxBuffer: 16 * 1024 * 1024 },
+    );
+    const { summaries, store } = JSON.parse(readFileSync(json, 'utf8')) as { summaries: Summary[]; store: string };
+    assert.ok(store.startsWith(tmpdir()) && !existsSync(store), `the bench left its Podman store ${store} behind`);
+    for (const group of ['Time', 'Empty', "exec('true')", 'Where']) {
+      assert.ok(
+        summaries.some((s) => s.group.startsWith(group)),
+        `no row in the group starting '${group}'`,
+      );
+    }
+    const ready = summaries.filter((s) => s.group.startsWith('Time to a context'));
+    assert.deepEqual(
+      ready.map((s) => s.metric),
+      [
+        'podman exec',
+        'buildah run',
+        'sudo → podman exec, both started',
+        'podman exec via a held sudo context',
+        'podman run --rm IMAGE',
+      ],
+    );
+    for (const s of ready.slice(0, 4)) {
+      for (const peer of ['Mitogen', "Mitogen's floor: python3 -c 0", 'floor: node -e 0']) {
+        assert.ok(s.peers[peer], `${s.metric}: not compared with ${peer}`);
+      }
+    }
+    for (const s of summaries) {
+      assert.ok(Number.isFinite(s.median), `${s.group} / ${s.metric}: tendril measured nothing`);
+      for (const [name, peer] of Object.entries(s.peers)) {
+        assert.ok(Number.isFinite(peer.median), `${s.group} / ${s.metric}: ${name} measured nothing`);
+      }
+    }
+    assert.match(stdout, /\nThe bar: .*\n {2}podman exec: [\d.]+x the floor, (met|NOT met)/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 /** Every bench script a user runs (or the bench runs as a process), relative to bench/. */
 const SCRIPTS = [
   'index',
@@ -67,6 +117,7 @@ const SCRIPTS = [
   'commands',
   'listener',
   'fleet',
+  'containers',
   'scripts/call',
   'scripts/fanout',
   'scripts/steps',

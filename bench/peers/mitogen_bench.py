@@ -9,7 +9,14 @@ caller times the process). MODE serve: answers one JSON command per line
 on stdin with one JSON line on stdout, so the bench can alternate with
 tendril: {"op": "ready", "kind": K} times a new context of kind K (local,
 ssh or sshsudo) answering one call; {"op": "rtt", "kind": K, "size": N,
-"count": C} times C round trips with an N-byte argument. MODE inproc: the
+"count": C} times C round trips with an N-byte argument; {"op": "commands",
+"kind": K, "count": C} times C subprocess.check_call(['true']) in it. The
+container kinds (bench/containers.ts) come from the environment variable
+BENCH_CONTAINERS (JSON: podman and buildah, the paths of those tools for
+the bench's own store; container and work, a running container and a
+buildah working container): podman, buildah, sudo-podman (a sudo context,
+then podman via it, both started) and held-sudo-podman (podman via one
+sudo context kept for the whole run). MODE inproc: the
 other in-process measurements, printed as one JSON object. MODE fanout N: N local contexts started at once (one
 thread each, as Mitogen's API blocks per start), one call each; prints
 wall time and peak RSS as JSON. The SSH target comes from the environment
@@ -28,6 +35,7 @@ import mitogen.utils
 
 SSH = json.loads(os.environ.get('BENCH_SSH', '{}'))
 SMOKE = os.environ.get('BENCH_SMOKE') == '1'
+CONTAINERS = json.loads(os.environ.get('BENCH_CONTAINERS', '{}'))
 
 
 def ssh(router, **kwargs):
@@ -37,6 +45,26 @@ def ssh(router, **kwargs):
 
 def sudo(router, via):
     return router.sudo(via=via, username=SSH['target'], python_path='/usr/bin/python3')
+
+
+def podman(router, via=None):
+    return router.podman(container=CONTAINERS['container'], podman_path=CONTAINERS['podman'], via=via)
+
+
+def container_chain(router, kind, shared):
+    """The contexts a container kind starts, the one to call last."""
+    if kind == 'podman':
+        return [podman(router)]
+    if kind == 'buildah':
+        return [router.buildah(container=CONTAINERS['work'], buildah_path=CONTAINERS['buildah'])]
+    if kind == 'sudo-podman':
+        first = router.sudo(python_path='/usr/bin/python3')
+        return [first, podman(router, via=first)]
+    if kind == 'held-sudo-podman':
+        if 'sudo' not in shared:
+            shared['sudo'] = router.sudo(python_path='/usr/bin/python3')
+        return [podman(router, via=shared['sudo'])]
+    raise SystemExit('unknown kind ' + kind)
 
 
 def echo(value):
@@ -131,10 +159,13 @@ def inproc(router):
 
 def serve(router):
     held = {}
+    shared = {}
 
     def start(kind):
         if kind == 'local':
             return [router.local()]
+        if kind not in ('ssh', 'sshsudo'):
+            return container_chain(router, kind, shared)
         first = ssh(router)
         return [first] if kind == 'ssh' else [first, sudo(router, first)]
 
@@ -152,6 +183,12 @@ def serve(router):
             if kind not in held:
                 held[kind] = start(kind)[-1]
             context = held[kind]
+        if command['op'] == 'commands':
+            started = time.perf_counter()
+            for _ in range(command['count']):
+                context.call(subprocess.check_call, ['true'])
+            result = ms(time.perf_counter() - started)
+        elif command['op'] == 'rtt':
             value = b'x' * command['size'] if command['size'] else None
             result = []
             for _ in range(command['count']):
