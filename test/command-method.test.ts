@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { hostname, userInfo } from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import { BootstrapError, InterpreterError, InvalidOptionError, Router, ToolNotFoundError } from 'tendril';
-import { openSshArgs, startTestbed, type Testbed } from './support/testbed.js';
+import { openSshArgs, sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
 /** What the context says about the process it runs in. */
 const identity = () => ({
@@ -78,6 +78,20 @@ describe('command', () => {
     assert.equal(seen.greeting, 'via');
     assert.equal(seen.ppid, middle.info.pid, 'env (exec-ed into Node) was started by the via context');
     assert.equal(seen.user, userInfo().username);
+  });
+
+  test('via an ssh context, the program runs on the far side as the ssh account', async () => {
+    await using router = new Router();
+    const far = await router.ssh(sshLogin(bed));
+    const context = await router.command({ argv: ['env', 'GREETING=over ssh'], via: far });
+    const seen = await context.call(identity);
+    assert.equal(seen.greeting, 'over ssh');
+    assert.equal(seen.user, bed.accounts.sudoer.name);
+    assert.equal(seen.ppid, (await far.call(() => process.pid)) as number, 'started by the ssh context');
+    await assert.rejects(
+      router.command({ argv: ['tendril-no-such-program'], via: far }),
+      (error: unknown) => error instanceof ToolNotFoundError && error.tool === 'tendril-no-such-program',
+    );
   });
 
   test('failures: a missing program, a program that exits at once, bad argv', async () => {
