@@ -264,8 +264,41 @@ export class PodmanBed {
     } else {
       endPauseProcess(join(this.dir, 'tmp', 'pause.pid'), this.account);
     }
+    // conmon runs `podman container cleanup` on this store after an exec session or a container ends,
+    // also after `rm` returned: removed before that, the store would be made again, and left behind.
+    const left = waitForProcessesNaming(this.dir, 10_000);
     rmSync(this.account === undefined ? this.dir : join(this.dir, '..'), { recursive: true, force: true });
+    if (left.length > 0)
+      throw new Error(
+        `processes still used the store ${this.dir} 10 s after its containers were removed: ${left.join(', ')}`,
+      );
   }
+}
+
+/** Pids of the processes whose command line mentions `text` (this one's excepted). */
+function processesNaming(text: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(text)) found.push(Number(entry));
+    } catch {
+      // Ended meanwhile.
+    }
+  }
+  return found;
+}
+
+/** Waits (blocking) until no process mentions `text`, at most `ms`; returns those that still do. */
+function waitForProcessesNaming(text: string, ms: number): number[] {
+  const deadline = Date.now() + ms;
+  const tick = new Int32Array(new SharedArrayBuffer(4));
+  let pids = processesNaming(text);
+  while (pids.length > 0 && Date.now() < deadline) {
+    Atomics.wait(tick, 0, 0, 50);
+    pids = processesNaming(text);
+  }
+  return pids;
 }
 
 /** podman's arguments that import the test image from stdin. */
