@@ -267,6 +267,8 @@ export class PodmanBed {
     // conmon runs `podman container cleanup` on this store after an exec session or a container ends,
     // also after `rm` returned: removed before that, the store would be made again, and left behind.
     const left = waitForProcessesNaming(this.dir, 10_000);
+    // The overlay driver's home can stay bind-mounted once no podman runs on the store.
+    unmountUnder(this.dir);
     rmSync(this.account === undefined ? this.dir : join(this.dir, '..'), { recursive: true, force: true });
     if (left.length > 0)
       throw new Error(
@@ -446,6 +448,17 @@ function mountsUnder(dir: string): string[] {
     .sort((a, b) => b.length - a.length);
 }
 
+/** Unmounts (lazily) whatever is mounted at or under `dir`, deepest first. */
+function unmountUnder(dir: string): void {
+  for (const point of mountsUnder(dir)) {
+    try {
+      execFileSync('umount', ['--lazy', point], { stdio: 'ignore' });
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+}
+
 /**
  * A Docker engine of this bed's own: a containerd with its own root, state
  * and socket, and a dockerd using it (`--containerd`: never a containerd
@@ -596,13 +609,7 @@ export class DockerBed {
     if (dockerd) await stopDaemon(dockerd, 20_000);
     if (containerd) await stopDaemon(containerd, 10_000);
     this.removeLeftoverContainers();
-    for (const point of mountsUnder(this.dir)) {
-      try {
-        execFileSync('umount', ['--lazy', point], { stdio: 'ignore' });
-      } catch {
-        // Gone meanwhile.
-      }
-    }
+    unmountUnder(this.dir);
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
