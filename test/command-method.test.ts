@@ -127,7 +127,7 @@ describe('command', () => {
       assert.ok(error instanceof InterpreterError, String(error));
       assert.match(
         error.message,
-        /\(exit code 127\), printing nothing: a command was not found .*most likely Node\.js/,
+        /\(exit code 127\), printing nothing .*: a command was not found, most likely no Node\.js interpreter found .*; tried node, nodejs/,
       );
       return true;
     });

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
+  ConnectTimeoutError,
   ContainerNotFoundError,
   ContainerNotRunningError,
   InterpreterError,
@@ -113,6 +114,39 @@ describe('podman', () => {
       assert.match(error.message, /no Node\.js interpreter found .*tried node, nodejs/s);
       return true;
     });
+  });
+
+  test("nodePath finds a Node off the container's PATH; connectTimeout gives up on one that never answers", async () => {
+    await using router = new Router();
+    bed.run('elsewhere');
+    bed.podman([
+      'exec',
+      'elsewhere',
+      'sh',
+      '-c',
+      'mkdir -p /opt/n && mv /usr/bin/node /opt/n/node && rm /usr/bin/nodejs',
+    ]);
+    await assert.rejects(router.podman({ container: 'elsewhere', podmanArgs: bed.args }), InterpreterError);
+    const found = await router.podman({ container: 'elsewhere', podmanArgs: bed.args, nodePath: '/opt/n/node' });
+    assert.equal(await found.call(() => process.execPath), '/opt/n/node');
+    await assert.rejects(
+      router.podman({ container: 'elsewhere', podmanArgs: bed.args, nodePath: '/opt/nowhere/node' }),
+      (error: unknown) => error instanceof InterpreterError && /\/opt\/nowhere\/node/.test(error.message),
+    );
+    // A "Node" that hangs: the start is given up at connectTimeout. (What hangs stays in the container,
+    // as podman exec's session outlives its killed client: docs/connection-methods.md says so.)
+    bed.podman([
+      'exec',
+      'elsewhere',
+      'sh',
+      '-c',
+      'printf "#!/bin/sh\\nexec sleep 600\\n" > /opt/n/hang && chmod +x /opt/n/hang',
+    ]);
+    await assert.rejects(
+      router.podman({ container: 'elsewhere', podmanArgs: bed.args, nodePath: '/opt/n/hang', connectTimeout: 1500 }),
+      (error: unknown) =>
+        error instanceof ConnectTimeoutError && /podman:elsewhere@[^']+'.*1500 ms/s.test(error.message),
+    );
   });
 
   test('buildah: a context in a working container, whose changes a commit keeps', async () => {

@@ -21,7 +21,7 @@ import { BootstrapError, ConnectTimeoutError, InterpreterError } from './errors.
 import { bootstrapPayload, firstStage } from './first-stage.js';
 import type { ConnectionMethod, Session, Transport } from './method.js';
 import { uniqueName } from './naming.js';
-import { bootstrapArgv } from './shell.js';
+import { bootstrapArgv, describeCandidates } from './shell.js';
 
 const debug = logger('bootstrap');
 
@@ -183,6 +183,7 @@ async function startChild<O extends CommonOptions>(
     return explain(
       transport,
       name,
+      node ? `nodePath ${node.join(' ')}` : `tried ${describeCandidates(options.nodeCandidates)}`,
       `${transport.where} process ended before it was ready (${describeExit(status)})`,
       before ? [...tail, ...before.split('\n')].slice(-TAIL_LINES) : tail,
     );
@@ -364,7 +365,7 @@ function claim(
 }
 
 /** The most precise error for a child that died during bootstrap. */
-function explain(transport: Transport, name: string, what: string, tail: string[]): BootstrapError {
+function explain(transport: Transport, name: string, tried: string, what: string, tail: string[]): BootstrapError {
   const output = tail.join('\n');
   const specific = transport.explain?.(output, what);
   if (specific) return specific;
@@ -378,7 +379,7 @@ function explain(transport: Transport, name: string, what: string, tail: string[
   if (output.trim() === '' && what.endsWith('(exit code 127)')) {
     return new InterpreterError(
       name,
-      `${what}, printing nothing: a command was not found where it ran, most likely Node.js (or sh); set nodePath, or install Node there`,
+      `${what}, printing nothing (podman and kubectl exec can lose what it printed): a command was not found, most likely no Node.js interpreter found (or no sh); ${tried}; set nodePath, or install Node there`,
       output,
     );
   }

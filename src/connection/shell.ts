@@ -30,9 +30,14 @@ export const NODE_CANDIDATES = [
   '/snap/bin/node',
 ];
 
+/** `candidates` as a message lists them: `node, nodejs, $NVM_BIN/node, ...`. */
+export function describeCandidates(candidates: readonly string[] = NODE_CANDIDATES): string {
+  return candidates.join(', ').replace(/"/g, '');
+}
+
 /** Shell script that execs the first Node found among `candidates` with "$@", or says what it tried. */
 function discover(candidates: readonly string[]): string {
-  const tried = candidates.join(', ').replace(/"/g, '');
+  const tried = describeCandidates(candidates);
   return `${MOVE_STREAM}; for n in ${candidates.join(' ')}; do if command -v "$n" >/dev/null 2>&1; then exec "$n" "$@"; fi; done; echo "tendril: no Node.js interpreter found on $(hostname) for user $(id -un) with PATH=$PATH; tried ${tried}" >&2; exit 127`;
 }
 
