@@ -18,6 +18,7 @@ const EARLY_OUTPUT_BYTES = 4096;
  * end makes nothing grow.
  */
 export interface EarlyOutput {
+  /** The last bytes written on stdout before the hello (empty until some arrive), at most `EARLY_OUTPUT_BYTES`. */
   bytes: Buffer;
 }
 
