@@ -156,6 +156,13 @@ describe('podman', () => {
     assert.match(context.name, /^buildah:work@/);
     await exerciseContext(context, scratch);
     await context.call(() => require('node:fs').writeFileSync('/etc/built-by-tendril', 'yes'));
+    // As the image's account, then sudo and su back to root inside the working container.
+    const app = await router.buildah({ container: 'work', user: IMAGE_USER, buildahArgs: bed.buildahArgs });
+    assert.match(app.name, /^buildah:work\(app\)@/);
+    assert.equal(await app.call(() => process.getuid?.()), 1000);
+    assert.equal(await (await router.sudo({ via: app })).call(() => process.getuid?.()), 0);
+    assert.equal((await (await router.su({ via: app, password: ROOT_PASSWORD })).exec('id', ['-un'])).stdout, 'root');
+    await app.shutdown();
     await context.shutdown();
     execFileSync('buildah', [...bed.buildahArgs, 'commit', '--quiet', 'work', 'localhost/built:latest'], {
       stdio: 'ignore',
