@@ -20,8 +20,9 @@
 // - for the podman and buildah ways: an empty call's round trip,
 //   tendril's and Mitogen's, and exec('true') x 100 in the container,
 //   beside Mitogen's subprocess.check_call(['true']), the tool's own exec
-//   of `true`, and Node's own execFile('true') run in the context (what
-//   spawning costs the container's Node, under any protocol);
+//   of `true` (20 timed, scaled to 100), and Node's own execFile('true')
+//   run in the context (what spawning costs the container's Node, under
+//   any protocol);
 // - where the time goes: the child's age when it answers its first call
 //   beside Node's age when it runs its first line (-e) in the same
 //   container, a sudo context alone (the first hop of sudo → podman), the
@@ -70,11 +71,27 @@ const ROUNDS = rounds(flags.rounds, SMOKE ? 1 : 10);
 const FEW = SMOKE ? 1 : 3;
 const CALLS = SMOKE ? 20 : 1000;
 const COMMANDS = SMOKE ? 5 : 100;
+/** How many of the tool's own `exec C true` are timed for the commands floor (scaled to COMMANDS). */
+const FLOOR_RUNS = Math.min(COMMANDS, 20);
 /** The issue's bar: a container context within this factor of the tool's own exec of `node -e 0`. */
 const BAR = 1.2;
 
 /** What Node's first line prints in the container: its age then, in ms. */
 const NODE_AGE = 'process.stdout.write(String(process.uptime() * 1000))';
+
+/**
+ * A program for `node -e` that does what the container's Node does
+ * between running -e and answering, step by step as the first stage and
+ * the core do it (the deflated core read from stdin here, not the
+ * stream), and prints each step's ms as JSON: the first stage's requires,
+ * inflating the core, compiling it, the requires its module code makes at
+ * once (made ahead here, to time them apart), the rest of its module code.
+ */
+const CORE_STEPS = `const h=()=>Number(process.hrtime.bigint())/1e6;const a=h();
+const r=require;r('net');r('fs');r('zlib');r('vm');const b=h();
+const core=r('fs').readFileSync(0);const c=h();const src=r('zlib').inflateRawSync(core)+'';const d=h();
+const s=new (r('vm').Script)(src,{filename:'tendril:core'});const e=h();r('crypto');r('util');r('os');r('url');const f=h();
+s.runInThisContext()(r);const g=h();process.stdout.write(JSON.stringify([b-a,d-c,e-d,f-e,g-f]))`;
 
 const GROUPS = {
   ready: 'Time to a context that answered one call, in a warm master',
@@ -112,6 +129,10 @@ interface Way {
 const rows: Row[] = [];
 /** Why a way has no Mitogen row, by its label. */
 const noMitogen = new Map<string, string>();
+/** What failed and was measured again: the way, what was measured, the first line of the error. */
+const retried: { way: string; what: string; error: string }[] = [];
+/** How many times one measurement is tried before the bench gives up. */
+const TRIES = 3;
 const beds = new ContainerBeds();
 const router = new Router();
 let server: MitogenServer | undefined;
@@ -283,6 +304,7 @@ try {
 
   await timeToContext(ways, server);
   await sudoAlone();
+  await coreSteps(podmanExec);
   await callsAndCommands(
     ways.filter((way) => way.commandsFloor !== undefined),
     server,
@@ -306,9 +328,16 @@ const summaries = rows.sort((a, b) => order.indexOf(a.group) - order.indexOf(b.g
 console.log(`\ntendril containers ${SMOKE ? 'smoke run' : 'benchmark'}: ${machine()}`);
 printTable(summaries);
 printBar(summaries);
+printRetried();
 if (flags.json) {
   // The beds' directories are named so the suite can check they are gone.
-  const results = { machine: machine(), stores: beds.dirs, noMitogen: Object.fromEntries(noMitogen), summaries };
+  const results = {
+    machine: machine(),
+    stores: beds.dirs,
+    noMitogen: Object.fromEntries(noMitogen),
+    retried,
+    summaries,
+  };
   writeFileSync(flags.json, `${JSON.stringify(results, null, 2)}\n`);
 }
 
@@ -339,14 +368,39 @@ function collect(samples: Record<string, number[]>, key: string, value: number):
  */
 async function readyOnce(way: Way): Promise<{ ms: number; age: number; viaBytes?: number }> {
   const held: Context[] = [];
-  const started = performance.now();
-  const context = await way.start(router, held);
-  const age = await context.call(() => process.uptime() * 1000);
-  const ms = performance.now() - started;
-  const via = held.length > 1 ? held[0] : undefined;
-  const viaBytes = via && router.moduleStats().byContext[via.id]?.bytesSent;
-  for (const c of held.reverse()) await c.shutdown();
-  return { ms, age, ...(viaBytes !== undefined && { viaBytes }) };
+  try {
+    const started = performance.now();
+    const context = await way.start(router, held);
+    const age = await context.call(() => process.uptime() * 1000);
+    const ms = performance.now() - started;
+    const via = held.length > 1 ? held[0] : undefined;
+    const viaBytes = via && router.moduleStats().byContext[via.id]?.bytesSent;
+    return { ms, age, ...(viaBytes !== undefined && { viaBytes }) };
+  } finally {
+    // Also after a failed start: what it started through.
+    for (const c of held.reverse()) await c.shutdown();
+  }
+}
+
+/**
+ * `measure()`, tried again when it fails (LXD's exec fails now and then
+ * with "Failed to retrieve PID of executing child process", under
+ * tendril, Mitogen and the floor alike): a failed try is no sample, and is
+ * listed in the output.
+ * @throws the last error after TRIES failures.
+ */
+async function retrying<T>(way: string, what: string, measure: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await measure();
+    } catch (error) {
+      const line = String((error as Error).message ?? error)
+        .split('\n')
+        .find((text) => /Error|fail/i.test(text));
+      retried.push({ way, what, error: (line ?? String((error as Error).message)).trim().slice(0, 300) });
+      if (attempt >= TRIES) throw error;
+    }
+  }
 }
 
 /**
@@ -381,23 +435,36 @@ async function timeToContext(ways: Way[], mitogen: MitogenServer): Promise<void>
   for (let round = -1; round < ROUNDS; round++) {
     progress(`time to a context: round ${round + 1}/${ROUNDS}${round < 0 ? ' (warm-up)' : ''}`);
     for (const way of ways) {
-      const mine = await readyOnce(way);
-      const first = await toFirstByte([...way.tool, 'node', '-e', NODE_AGE], way.toolEnv);
+      const mine = await retrying(way.label, 'tendril', () => readyOnce(way));
+      const node = (argv: string[], env?: NodeJS.ProcessEnv) => run(argv[0] as string, argv.slice(1), env);
+      const first = await retrying(way.label, "floor: to node's first byte", () =>
+        toFirstByte([...way.tool, 'node', '-e', NODE_AGE], way.toolEnv),
+      );
+      const floor = await retrying(way.label, 'floor: node -e 0', () =>
+        node([...way.tool, 'node', '-e', '0'], way.toolEnv),
+      );
       const measured: [string, number][] = [
         ['tendril', mine.ms],
         ['age', mine.age],
-        ['node', (await run(way.tool[0] as string, [...way.tool.slice(1), 'node', '-e', '0'], way.toolEnv)).ms],
+        ['node', floor.ms],
         ['first-byte', first.ms],
         ['node-age', Number(first.stdout)],
       ];
       if (mine.viaBytes !== undefined) measured.push(['via-bytes', mine.viaBytes]);
       for (const [label, argv] of Object.entries(way.moreFloors ?? {})) {
-        measured.push([label, (await run(argv[0] as string, argv.slice(1))).ms]);
+        measured.push([label, (await retrying(way.label, label, () => node(argv))).ms]);
       }
-      if (way.mitogen) measured.push(['mitogen', await mitogen.request<number>({ op: 'ready', kind: way.mitogen })]);
-      if (way.mitogenTool) {
-        const [tool, ...args] = way.mitogenTool;
-        measured.push(['python', (await run(tool as string, [...args, 'python3', '-c', '0'], way.toolEnv)).ms]);
+      const kind = way.mitogen;
+      if (kind) {
+        const ms = await retrying(way.label, 'Mitogen', () => mitogen.request<number>({ op: 'ready', kind }));
+        measured.push(['mitogen', ms]);
+      }
+      const mitogenTool = way.mitogenTool;
+      if (mitogenTool) {
+        const python = await retrying(way.label, "Mitogen's floor", () =>
+          node([...mitogenTool, 'python3', '-c', '0'], way.toolEnv),
+        );
+        measured.push(['python', python.ms]);
       }
       if (round < 0) continue;
       for (const [key, ms] of measured) collect(samples, `${way.label}/${key}`, ms);
@@ -446,6 +513,34 @@ async function timeToContext(ways: Way[], mitogen: MitogenServer): Promise<void>
     peers: {},
   });
   rows.push({ group: GROUPS.where, metric: 'core, deflated', unit: 'bytes', tendril: [sizes.coreDeflated], peers: {} });
+}
+
+/** The child's steps after -e (CORE_STEPS), ROUNDS times in the container through `exec` (argv before the program), as rows of their own. */
+async function coreSteps(exec: string[]): Promise<void> {
+  const core = readFileSync(join(ROOT, 'dist', 'bootstrap', 'core.deflate'));
+  const steps: number[][] = [[], [], [], [], []];
+  for (let round = -1; round < ROUNDS; round++) {
+    const { stdout } = await run(exec[0] as string, [...exec.slice(1), 'node', '-e', CORE_STEPS], process.env, core);
+    const measured = JSON.parse(stdout) as number[];
+    if (round < 0) continue;
+    for (const [step, ms] of measured.entries()) steps[step]?.push(ms);
+  }
+  const names = [
+    "the first stage's requires (net, fs, zlib, vm)",
+    'inflating the core',
+    'compiling the core (vm.Script)',
+    "the core's requires (crypto, util, os, url)",
+    "running the core's module code",
+  ];
+  names.forEach((name, step) => {
+    rows.push({
+      group: GROUPS.where,
+      metric: `in the container's Node, after -e: ${name}`,
+      unit: 'ms',
+      tendril: steps[step] ?? [],
+      peers: {},
+    });
+  });
 }
 
 /** The first hop of sudo → podman alone: a local sudo context, beside `sudo node -e 0`. */
@@ -512,10 +607,11 @@ async function callsAndCommands(
       collect(samples, `${way.label}/mitogen`, theirs);
       collect(samples, `${way.label}/node`, node);
     }
+    // The tool's own exec takes 150-250 ms each: FLOOR_RUNS of them, scaled to COMMANDS.
     for (const [name, argv] of Object.entries(commandFloors)) {
       const started = performance.now();
-      for (let i = 0; i < COMMANDS; i++) await run(argv[0] as string, argv.slice(1));
-      if (round >= 0) collect(samples, name, performance.now() - started);
+      for (let i = 0; i < FLOOR_RUNS; i++) await run(argv[0] as string, argv.slice(1));
+      if (round >= 0) collect(samples, name, ((performance.now() - started) * COMMANDS) / FLOOR_RUNS);
     }
   }
   for (const way of ways) {
@@ -528,7 +624,9 @@ async function callsAndCommands(
       peers: {
         Mitogen: median(samples[`${way.label}/mitogen`] ?? []),
         [`Node's execFile('true') x ${COMMANDS}, in the context`]: median(samples[`${way.label}/node`] ?? []),
-        [`${floor} x ${COMMANDS}`]: median(samples[floor] ?? []),
+        [`${floor} x ${COMMANDS}${FLOOR_RUNS < COMMANDS ? ` (${FLOOR_RUNS} timed, scaled)` : ''}`]: median(
+          samples[floor] ?? [],
+        ),
       },
     });
   }
@@ -599,9 +697,31 @@ function printBar(summaries: Summary[]): void {
       `  sudo → podman: ${chain.median.toFixed(0)} ms = a sudo context ${sudo.median.toFixed(0)} ms + podman via it ${held.median.toFixed(0)} ms + ${(chain.median - sudo.median - held.median).toFixed(0)} ms (loading the bundles into the new via, and noise)`,
     );
   }
+  const steps = summaries.filter((s) => s.metric.startsWith("in the container's Node, after -e: "));
+  const podman = find(GROUPS.where, "podman exec: the child's age at its first answer");
+  if (steps.length > 0 && podman) {
+    const gap = podman.median - (podman.peers["Node's age at its first line (-e)"]?.median ?? Number.NaN);
+    const named = steps.map((s) => `${s.metric.slice(35)} ${s.median.toFixed(1)} ms`).join(', ');
+    const rest = gap - steps.reduce((sum, s) => sum + s.median, 0);
+    console.log(
+      `  the child's ${gap.toFixed(0)} ms from -e to its first answer (podman exec): ${named}; the boot handshake and the call ${rest.toFixed(1)} ms`,
+    );
+  }
   console.log(
     '  kubectl exec: a mock over podman exec (test/fixtures/kubectl-mock.ts: no cluster runs here), its own floor.',
   );
+}
+
+/** The measurements that failed and were taken again, counted by way, measurement and error. */
+function printRetried(): void {
+  if (retried.length === 0) return;
+  const counts = new Map<string, number>();
+  for (const { way, what, error } of retried) {
+    const key = `${way} / ${what}: ${error}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  console.log(`\nFailed, and measured again (of ${ROUNDS + 1} starts of each, warm-up included):`);
+  for (const [key, count] of counts) console.log(`  ${count}x ${key}`);
 }
 
 function machine(): string {
