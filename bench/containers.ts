@@ -25,9 +25,13 @@
 //   any protocol);
 // - where the time goes: the child's age when it answers its first call
 //   beside Node's age when it runs its first line (-e) in the same
-//   container, a sudo context alone (the first hop of sudo → podman), the
-//   bytes sent to a fresh via before it can start podman (tendril's
-//   connection and containers bundles), the first stage and the core.
+//   container, the container's Node doing what the first stage and the
+//   core do after -e, step by step (requires, inflating, compiling, the
+//   core's module code), a sudo context alone (the first hop of sudo →
+//   podman), the bytes sent to a fresh via before it can start podman
+//   (tendril's connection and containers bundles), the first stage and
+//   the core. A start that fails (LXD's exec does now and then) is taken
+//   again, up to 3 times, and listed.
 //
 // The image: the test image with python3 added (bench/compare/python-image.ts),
 // since Mitogen's children are Python. Mitogen's methods take a tool path
