@@ -59,10 +59,11 @@ test('npm run bench, in smoke mode, measures every row against every peer', { ti
   }
 });
 
-// The containers bench keeps working: its own Podman store, every way into
-// a container, Mitogen's same methods and the floors, once each. Nothing
-// about speed is asserted; the store is gone afterwards.
-test('npm run bench:containers, in smoke mode, measures every way against its peers and removes its store', {
+// The containers bench keeps working: its own Podman store, Docker,
+// LXD and Incus daemons, lxcpath and chroot tree, every way into a
+// container, Mitogen's same methods (or why it has none) and the floors,
+// once each. Nothing about speed is asserted; the beds are gone afterwards.
+test('npm run bench:containers, in smoke mode, measures every method against its peers and removes its beds', {
   timeout: 600_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'tendril-bench-containers-'));
@@ -73,8 +74,16 @@ test('npm run bench:containers, in smoke mode, measures every way against its pe
       [join(ROOT, 'build', 'bench', 'containers.js'), '--smoke', '--json', json],
       { cwd: ROOT, timeout: 540_000, maxBuffer: 16 * 1024 * 1024 },
     );
-    const { summaries, store } = JSON.parse(readFileSync(json, 'utf8')) as { summaries: Summary[]; store: string };
-    assert.ok(store.startsWith(tmpdir()) && !existsSync(store), `the bench left its Podman store ${store} behind`);
+    const { summaries, stores, noMitogen } = JSON.parse(readFileSync(json, 'utf8')) as {
+      summaries: Summary[];
+      stores: string[];
+      noMitogen: Record<string, string>;
+    };
+    // The scratch directory, Podman, Docker, LXC, LXD and Incus.
+    assert.equal(stores.length, 6, `the beds: ${stores.join(', ')}`);
+    for (const store of stores) {
+      assert.ok(store.startsWith(tmpdir()) && !existsSync(store), `the bench left ${store} behind`);
+    }
     for (const group of ['Time', 'Empty', "exec('true')", 'Where']) {
       assert.ok(
         summaries.some((s) => s.group.startsWith(group)),
@@ -82,28 +91,51 @@ test('npm run bench:containers, in smoke mode, measures every way against its pe
       );
     }
     const ready = summaries.filter((s) => s.group.startsWith('Time to a context'));
-    assert.deepEqual(
-      ready.map((s) => s.metric),
-      [
-        'podman exec',
-        'buildah run',
-        'sudo → podman exec, both started',
-        'podman exec via a held sudo context',
-        'podman run --rm IMAGE',
-      ],
-    );
-    for (const s of ready.slice(0, 4)) {
-      for (const peer of ['Mitogen', "Mitogen's floor: python3 -c 0", 'floor: node -e 0']) {
+    const mitogen = [
+      'podman exec',
+      'buildah run',
+      'sudo → podman exec, both started',
+      'podman exec via a held sudo context',
+      'docker exec',
+      'docker run --rm IMAGE',
+      'lxc-attach (LXC)',
+      'lxc exec (LXD)',
+      'setns podman container (podman inspect, then nsenter)',
+    ];
+    const without = [
+      'podman run --rm IMAGE',
+      'incus exec',
+      'setns pid=N (the podman container)',
+      'chroot',
+      'kubectl exec (a mock over podman exec)',
+    ];
+    assert.deepEqual(ready.map((s) => s.metric).sort(), [...mitogen, ...without].sort());
+    for (const s of ready) {
+      assert.ok(s.peers['floor: node -e 0'], `${s.metric}: not compared with its floor`);
+      if (without.includes(s.metric)) {
+        assert.ok(!s.peers.Mitogen && noMitogen[s.metric], `${s.metric}: Mitogen's row, or why there is none`);
+        continue;
+      }
+      for (const peer of ['Mitogen', "Mitogen's floor: python3 -c 0"]) {
         assert.ok(s.peers[peer], `${s.metric}: not compared with ${peer}`);
       }
     }
+    // Where the child's time goes after -e, step by step.
+    const steps = summaries.filter((s) => s.metric.startsWith("in the container's Node, after -e: "));
+    assert.equal(steps.length, 5, summaries.map((s) => s.metric).join('\n'));
     for (const s of summaries) {
       assert.ok(Number.isFinite(s.median), `${s.group} / ${s.metric}: tendril measured nothing`);
       for (const [name, peer] of Object.entries(s.peers)) {
         assert.ok(Number.isFinite(peer.median), `${s.group} / ${s.metric}: ${name} measured nothing`);
       }
     }
-    assert.match(stdout, /\nThe bar: .*\n {2}podman exec: [\d.]+x the floor, (met|NOT met)/);
+    // The bar's table: a line per method, met or not, and Mitogen's time or why there is none.
+    const bar = stdout.slice(stdout.indexOf('\nThe bar: '));
+    for (const s of ready) {
+      const line = bar.split('\n').find((text) => text.startsWith(`  ${s.metric}  `)) ?? '';
+      assert.match(line, / [\d.]+ ms +[\d.]+ ms +[\d.]+x +(met|NOT met) +([\d.]+ ms \([\d.]+x\)|none: \S)/, s.metric);
+    }
+    assert.match(bar, /kubectl exec: a mock over podman exec/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

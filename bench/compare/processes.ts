@@ -3,6 +3,7 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 
 /** The repository's root (this file is build/bench/compare/processes.js). */
@@ -38,13 +39,26 @@ export interface Finished {
 }
 
 /**
- * Runs `command` to its exit and times it, in ms.
+ * Runs `command` to its exit and times it, in ms; `input`, when given, is
+ * its stdin (else it has none).
  * @throws Error quoting its output when it fails.
  */
-export function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Finished> {
+export function run(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  input?: Uint8Array,
+): Promise<Finished> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn(command, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, {
+      env,
+      cwd: ROOT,
+      stdio: [input ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    }) as ReturnType<typeof spawn> & { stdout: Readable; stderr: Readable };
+    // A program that exits without reading all of it: its exit status says what happened.
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(input);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => {
@@ -109,14 +123,21 @@ export class MitogenServer {
     });
   }
 
-  /** Sends one command and resolves with its JSON answer. */
+  /**
+   * Sends one command and resolves with its JSON answer.
+   * @throws Error with Mitogen's words when it answers a container kind with an error, or when the driver exits.
+   */
   request<T>(command: Record<string, unknown>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const onExit = (code: number | null) => reject(new Error(`Mitogen's driver exited (${code}): ${this.stderr}`));
       this.child.once('exit', onExit);
       this.waiting = (line) => {
         this.child.off('exit', onExit);
-        resolve(JSON.parse(line) as T);
+        const answer = JSON.parse(line) as T | { error: string };
+        // A container kind's start that failed (the driver carries on).
+        if (answer !== null && typeof answer === 'object' && 'error' in answer) {
+          reject(new Error(`Mitogen (${String(command.kind)}): ${answer.error}`));
+        } else resolve(answer as T);
       };
       this.child.stdin.write(`${JSON.stringify(command)}\n`);
     });

@@ -12,15 +12,22 @@ ssh or sshsudo) answering one call; {"op": "rtt", "kind": K, "size": N,
 "count": C} times C round trips with an N-byte argument; {"op": "commands",
 "kind": K, "count": C} times C subprocess.check_call(['true']) in it. The
 container kinds (bench/containers.ts) come from the environment variable
-BENCH_CONTAINERS (JSON: podman and buildah, the paths of those tools for
-the bench's own store; container and work, a running container and a
-buildah working container): podman, buildah, sudo-podman (a sudo context,
-then podman via it, both started) and held-sudo-podman (podman via one
-sudo context kept for the whole run). MODE inproc: the
-other in-process measurements, printed as one JSON object. MODE fanout N: N local contexts started at once (one
-thread each, as Mitogen's API blocks per start), one call each; prints
-wall time and peak RSS as JSON. The SSH target comes from the environment
-variable BENCH_SSH (JSON: host, port, user, key, target, file).
+BENCH_CONTAINERS (JSON: podman, buildah, docker, lxc_attach and lxd, the
+paths of wrappers that point those tools at the bench's own stores and
+daemons; container and work, a running container and a buildah working
+container, image, the image for docker run; lxc_container and
+lxd_container, the LXC container and the LXD instance): podman, buildah,
+sudo-podman (a sudo context, then podman via it, both started),
+held-sudo-podman (podman via one sudo context kept for the whole run),
+docker, docker-image (docker run --rm), lxc, lxd, and setns-podman (the
+setns method, its docker kind given podman as docker_path: podman inspect
+answers docker's question alike); a container kind's failure is answered
+as {"error": "..."}, and the driver carries on. MODE inproc: the other in-process
+measurements, printed as one JSON object. MODE fanout N: N local
+contexts started at once (one thread each, as Mitogen's API blocks per
+start), one call each; prints wall time and peak RSS as JSON. The SSH
+target comes from the environment variable BENCH_SSH (JSON: host, port,
+user, key, target, file).
 """
 import json
 import os
@@ -64,6 +71,19 @@ def container_chain(router, kind, shared):
         if 'sudo' not in shared:
             shared['sudo'] = router.sudo(python_path='/usr/bin/python3')
         return [podman(router, via=shared['sudo'])]
+    if kind == 'docker':
+        return [router.docker(container=CONTAINERS['container'], docker_path=CONTAINERS['docker'])]
+    if kind == 'docker-image':
+        return [router.docker(image=CONTAINERS['image'], docker_path=CONTAINERS['docker'])]
+    if kind == 'lxc':
+        return [router.lxc(container=CONTAINERS['lxc_container'], lxc_attach_path=CONTAINERS['lxc_attach'])]
+    if kind == 'lxd':
+        # Its default python_path is 'python', which Debian 12 has not.
+        return [router.lxd(container=CONTAINERS['lxd_container'], lxc_path=CONTAINERS['lxd'],
+                           python_path='/usr/bin/python3')]
+    if kind == 'setns-podman':
+        return [router.setns(container=CONTAINERS['container'], kind='docker', docker_path=CONTAINERS['podman'],
+                             python_path='/usr/bin/python3')]
     raise SystemExit('unknown kind ' + kind)
 
 
@@ -169,8 +189,7 @@ def serve(router):
         first = ssh(router)
         return [first] if kind == 'ssh' else [first, sudo(router, first)]
 
-    for line in sys.stdin:
-        command = json.loads(line)
+    def answer(command):
         kind = command['kind']
         if command['op'] == 'ready':
             started = time.perf_counter()
@@ -179,22 +198,32 @@ def serve(router):
             result = ms(time.perf_counter() - started)
             for context in reversed(chain):
                 context.shutdown(wait=True)
-        else:
-            if kind not in held:
-                held[kind] = start(kind)[-1]
-            context = held[kind]
+            return result
+        if kind not in held:
+            held[kind] = start(kind)[-1]
+        context = held[kind]
         if command['op'] == 'commands':
             started = time.perf_counter()
             for _ in range(command['count']):
                 context.call(subprocess.check_call, ['true'])
-            result = ms(time.perf_counter() - started)
-        elif command['op'] == 'rtt':
-            value = b'x' * command['size'] if command['size'] else None
-            result = []
-            for _ in range(command['count']):
-                started = time.perf_counter()
-                context.call(echo, value)
-                result.append(ms(time.perf_counter() - started))
+            return ms(time.perf_counter() - started)
+        value = b'x' * command['size'] if command['size'] else None
+        result = []
+        for _ in range(command['count']):
+            started = time.perf_counter()
+            context.call(echo, value)
+            result.append(ms(time.perf_counter() - started))
+        return result
+
+    for line in sys.stdin:
+        command = json.loads(line)
+        try:
+            result = answer(command)
+        except Exception as error:  # noqa: BLE001 - a container tool's failure is answered, the caller retries
+            # The container kinds' tools (LXD's lxc exec) fail now and then; the others end the driver, as before.
+            if command['kind'] in ('local', 'ssh', 'sshsudo'):
+                raise
+            result = {'error': '%s: %s' % (type(error).__name__, error)}
         sys.stdout.write(json.dumps(result) + '\n')
         sys.stdout.flush()
 
