@@ -34,6 +34,16 @@ const childDebug = {
   },
 };
 
+// In children, node:crypto is loaded when first needed (see child-random.cjs).
+const childRandom = {
+  name: 'child-random',
+  setup(build) {
+    build.onResolve({ filter: /^\.\/random\.js$/ }, (args) =>
+      resolve(args.resolveDir) === coreDir ? { path: join(root, 'bootstrap', 'child-random.cjs') } : undefined,
+    );
+  },
+};
+
 // Modules loaded into a child after the core must share the core's
 // instances (classes, handle tables), so their imports of src/core resolve
 // to the core already running there.
@@ -84,7 +94,7 @@ if (/[!\n']/.test(stage)) throw new Error(`the first stage must not contain ! or
 writeFileSync(join(out, 'first-stage.js'), `${stage}\n`);
 
 // Core: evaluates to a function of the child's require, returning the core's exports.
-const core = await bundle('src/core/bundle.ts', '__tendril', [portableMsgpackr, childDebug]);
+const core = await bundle('src/core/bundle.ts', '__tendril', [portableMsgpackr, childDebug, childRandom]);
 const coreSource = `(function(require){${core};return __tendril})`;
 const deflated = deflateRawSync(Buffer.from(coreSource), { level: 9 });
 writeFileSync(join(out, 'core.deflate'), deflated);

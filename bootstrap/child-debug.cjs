@@ -3,7 +3,12 @@
 // costs start-up time and means nothing there. Lines go to stderr, which
 // the parent turns into log records; namespaces come from the BOOT
 // configuration, never from the child's own environment.
-const util = require('util');
+// util only once a namespace is enabled and a line is written.
+let util;
+const lazyUtil = () => {
+  if (!util) util = require('util');
+  return util;
+};
 const setup = require('debug/src/common.js');
 
 const createDebug = setup({
@@ -11,7 +16,7 @@ const createDebug = setup({
     debug.inspectOpts = {};
   },
   log(...args) {
-    process.stderr.write(`${util.format(...args)}\n`);
+    process.stderr.write(`${lazyUtil().format(...args)}\n`);
   },
   formatArgs(args) {
     args[0] = `${this.namespace} ${args[0]}`;
@@ -25,7 +30,7 @@ const createDebug = setup({
   },
   colors: [0],
 });
-createDebug.formatters.o = (value) => util.inspect(value, { breakLength: Number.POSITIVE_INFINITY });
-createDebug.formatters.O = (value) => util.inspect(value);
+createDebug.formatters.o = (value) => lazyUtil().inspect(value, { breakLength: Number.POSITIVE_INFINITY });
+createDebug.formatters.O = (value) => lazyUtil().inspect(value);
 
 module.exports = createDebug;

@@ -1,8 +1,8 @@
-import { randomFillSync as getRandomValues } from 'node:crypto';
 import type { TendrilError } from './errors.js';
 import { MAX_ID, type Message } from './message.js';
 import type { Policy } from './policy.js';
 import { FIRST_DYNAMIC_HANDLE } from './protocol/handles.js';
+import { fillRandom } from './random.js';
 import type { Stream } from './stream.js';
 
 /** Options of `MessageSwitch.addHandler`. */
@@ -129,7 +129,7 @@ let randomLeft = 0;
 /** A random 32-bit integer, from a pool refilled by the CSPRNG. */
 function randomUint32(): number {
   if (randomLeft === 0) {
-    getRandomValues(randomPool);
+    fillRandom(randomPool);
     randomLeft = randomPool.length;
   }
   return randomPool[--randomLeft] as number;
