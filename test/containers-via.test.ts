@@ -74,11 +74,17 @@ describe('container methods via other contexts', () => {
   });
   after(async () => {
     const start = performance.now();
-    podman?.stop();
-    rootless?.stop();
-    await docker?.stop();
-    await testbed?.stop();
+    // Each bed is stopped even when another could not be.
+    const failures: unknown[] = [];
+    for (const stop of [() => podman?.stop(), () => rootless?.stop(), () => docker?.stop(), () => testbed?.stop()]) {
+      try {
+        await stop();
+      } catch (error) {
+        failures.push(error);
+      }
+    }
     if (scratch) rmSync(scratch, { recursive: true, force: true });
+    if (failures.length > 0) throw new AggregateError(failures, 'test beds could not all be stopped');
     console.log(`# test beds stopped and removed: ${since(start)} ms`);
   });
 
