@@ -293,8 +293,8 @@ describe('commands', { timeout: 300_000 }, () => {
 
       test('with buffer: false and a reader that stops, the command blocks on its full pipe and nothing piles up', async () => {
         const record = `/tmp/tendril-writer-${randomBytes(6).toString('hex')}`;
+        const command = context.exec('/usr/bin/python3', ['-c', WRITER, record], { buffer: false, reject: false });
         try {
-          const command = context.exec('/usr/bin/python3', ['-c', WRITER, record], { buffer: false, reject: false });
           const reader = command.stdout[Symbol.asyncIterator]();
           assert.equal((await reader.next()).done, false);
           // The reader stops here: the writer must end up asleep in write(1, ...), its pipe full.
@@ -325,6 +325,9 @@ describe('commands', { timeout: 300_000 }, () => {
           assert.equal(result.signal, 'SIGTERM');
           assert.equal(result.stdout, '');
         } finally {
+          // Ended first when an assertion failed: a writer left running would make its record again.
+          command.kill('SIGKILL');
+          await command;
           rmSync(record, { force: true });
           rmSync(`${record}.new`, { force: true });
         }
