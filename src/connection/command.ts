@@ -48,7 +48,9 @@ export const command: ConnectionMethod<CommandOptions> = toolMethod<CommandOptio
   toolOption: 'argv',
   install: 'the program',
   command: (options, argv) =>
-    options.remoteShell === true ? [...options.argv, argv.map(shellQuote).join(' ')] : [...options.argv, ...argv],
+    options.remoteShell === true
+      ? [...options.argv.slice(1), argv.map(shellQuote).join(' ')]
+      : [...options.argv.slice(1), ...argv],
   step: (options, machine) => `running ${basename(options.argv[0] ?? '')} on ${machine}`,
   program: (options) => basename(options.argv[0] ?? ''),
   failures: () => [],

@@ -40,9 +40,9 @@ export interface ToolMethodSpec<O> {
   /** What provides the program, e.g. `'the podman package'`. */
   readonly install: string;
   /**
-   * The whole argv: the program, its arguments, then `argv` (the shell
-   * wrapper, Node and the first stage). May look things up first (setns
-   * finds the container's PID).
+   * The program's arguments (the program itself is `tool(options)`): its
+   * own, then `argv` (the shell wrapper, Node and the first stage). May
+   * look things up first (setns finds the container's PID).
    * @throws BootstrapError (a subclass) when the lookup already shows the target cannot be reached.
    */
   command(options: O, argv: string[], session: Session, machine: string): string[] | Promise<string[]>;
@@ -64,7 +64,8 @@ export interface ToolMethodSpec<O> {
 }
 
 /**
- * A connection method that runs `spec.command(options, argv)` on the
+ * A connection method that runs `spec.tool(options)` with
+ * `spec.command(options, argv)` on the
  * machine of the context starting it. The new context is named
  * `<target>@<machine>` unless `name` is given; when the program ends before
  * the child is ready, its output is read for the complaints of
@@ -85,7 +86,7 @@ export function toolMethod<O extends NamedTarget>(spec: ToolMethodSpec<O>): Conn
       const tool = spec.tool(options);
       const env = spec.environment?.(options);
       const transport = spawnTransport(
-        await spec.command(options, argv, session, machine),
+        [tool, ...(await spec.command(options, argv, session, machine))],
         env ? { env } : {},
         `${spec.program?.(options) ?? spec.name} on ${machine}`,
       );

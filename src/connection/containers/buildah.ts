@@ -42,7 +42,6 @@ export const buildah: ConnectionMethod<BuildahOptions> = toolMethod<BuildahOptio
   toolOption: 'buildahPath',
   install: 'the buildah package',
   command: (options, argv) => [
-    options.buildahPath ?? 'buildah',
     ...(options.buildahArgs ?? []),
     'run',
     ...(options.user === undefined ? [] : ['--user', options.user]),

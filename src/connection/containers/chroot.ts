@@ -33,7 +33,6 @@ export const chroot: ConnectionMethod<ChrootOptions> = toolMethod<ChrootOptions>
   toolOption: 'chrootPath',
   install: 'coreutils',
   command: (options, argv) => [
-    options.chrootPath ?? 'chroot',
     ...(options.user === undefined ? [] : [`--userspec=${options.user}`]),
     options.path,
     ...argv,

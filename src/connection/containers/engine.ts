@@ -141,11 +141,7 @@ export const docker: ConnectionMethod<DockerOptions> = toolMethod<DockerOptions>
   tool: (options) => options.dockerPath ?? 'docker',
   toolOption: 'dockerPath',
   install: "the Docker engine's client (Debian: docker.io; Docker's own: docker-ce-cli)",
-  command: (options, argv) => [
-    options.dockerPath ?? 'docker',
-    ...(options.dockerArgs ?? []),
-    ...engineArgs(options, argv),
-  ],
+  command: (options, argv) => [...(options.dockerArgs ?? []), ...engineArgs(options, argv)],
   step: (options, machine) => `starting ${subject(options)} with docker on ${machine}`,
   failures: (options, machine) => [
     failure(
@@ -206,11 +202,7 @@ export const podman: ConnectionMethod<PodmanOptions> = toolMethod<PodmanOptions>
   tool: (options) => options.podmanPath ?? 'podman',
   toolOption: 'podmanPath',
   install: 'the podman package',
-  command: (options, argv) => [
-    options.podmanPath ?? 'podman',
-    ...(options.podmanArgs ?? []),
-    ...engineArgs(options, argv),
-  ],
+  command: (options, argv) => [...(options.podmanArgs ?? []), ...engineArgs(options, argv)],
   step: (options, machine) => `starting ${subject(options)} with podman on ${machine}`,
   failures: (options, machine) => [
     failure(

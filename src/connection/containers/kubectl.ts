@@ -67,7 +67,6 @@ export const kubectl: ConnectionMethod<KubectlOptions> = toolMethod<KubectlOptio
   toolOption: 'kubectlPath',
   install: "kubectl (Kubernetes release binaries, or your distribution's kubernetes-client package)",
   command: (options, argv) => [
-    options.kubectlPath ?? 'kubectl',
     ...(options.kubeconfig === undefined ? [] : ['--kubeconfig', options.kubeconfig]),
     ...(options.context === undefined ? [] : ['--context', options.context]),
     ...(options.namespace === undefined ? [] : ['--namespace', options.namespace]),

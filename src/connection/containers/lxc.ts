@@ -41,7 +41,6 @@ export const lxc: ConnectionMethod<LxcOptions> = toolMethod<LxcOptions>({
   toolOption: 'lxcAttachPath',
   install: 'the lxc package',
   command: (options, argv) => [
-    options.lxcAttachPath ?? 'lxc-attach',
     ...(options.lxcDirectory === undefined ? [] : ['--lxcpath', options.lxcDirectory]),
     // The container's own environment, not the starting context's (PATH then defaults inside).
     '--clear-env',

@@ -85,14 +85,7 @@ export const lxd: ConnectionMethod<LxdOptions> = toolMethod<LxdOptions>({
   install: 'the lxd-client package (or the lxd snap)',
   environment: (options) =>
     options.lxdDirectory === undefined ? undefined : { ...process.env, LXD_DIR: options.lxdDirectory },
-  command: (options, argv) => [
-    options.lxcPath ?? 'lxc',
-    'exec',
-    '--mode=non-interactive',
-    options.container,
-    '--',
-    ...argv,
-  ],
+  command: (options, argv) => ['exec', '--mode=non-interactive', options.container, '--', ...argv],
   step: (options, machine) => `starting LXD instance '${options.container}' with lxc exec on ${machine}`,
   failures: (options, machine) => instanceFailures(options.container, machine, 'LXD', 'lxc'),
 });
@@ -111,14 +104,7 @@ export const incus: ConnectionMethod<IncusOptions> = toolMethod<IncusOptions>({
   install: 'the incus-client package (or incus)',
   environment: (options) =>
     options.incusDirectory === undefined ? undefined : { ...process.env, INCUS_DIR: options.incusDirectory },
-  command: (options, argv) => [
-    options.incusPath ?? 'incus',
-    'exec',
-    '--mode=non-interactive',
-    options.container,
-    '--',
-    ...argv,
-  ],
+  command: (options, argv) => ['exec', '--mode=non-interactive', options.container, '--', ...argv],
   step: (options, machine) => `starting Incus instance '${options.container}' with incus exec on ${machine}`,
   failures: (options, machine) => instanceFailures(options.container, machine, 'Incus', 'incus'),
 });

@@ -227,7 +227,6 @@ export const setns: ConnectionMethod<SetnsOptions> = toolMethod<SetnsOptions>({
     const pid = await leaderPid(options, session, machine);
     session.step = `entering the namespaces of ${subject(options)} (pid ${pid}) with nsenter on ${machine}`;
     return [
-      options.nsenterPath ?? 'nsenter',
       '-t',
       String(pid),
       '-m',
