@@ -21,7 +21,14 @@ import {
   ToolNotFoundError,
   UnknownUserError,
 } from 'tendril';
-import { DockerBed, exerciseContext, IMAGE_USER, processesIn, ROOT_PASSWORD, since } from './support/containers.js';
+import {
+  DockerBed,
+  exerciseContext,
+  IMAGE_USER,
+  ROOT_PASSWORD,
+  since,
+  tendrilProcessesIn,
+} from './support/containers.js';
 
 /** The client's version, as `docker --version` prints it (`Docker version 28.2.2, build e6534b4`). */
 function clientVersion(path: string): string {
@@ -75,15 +82,11 @@ describe('docker', () => {
       assert.match(node, /^v18\./, "the container's own Node (Debian 12's), not the master's");
       assert.equal(uid, 0);
       assert.ok(
-        processesIn(inWeb).some((line) => line.includes('tendril')),
+        tendrilProcessesIn(inWeb).length > 0,
         'the context runs in the container (seen there before it shuts down)',
       );
       await context.shutdown();
-      assert.deepEqual(
-        processesIn(inWeb).filter((line) => line.includes('tendril')),
-        [],
-        'no process of the context is left in the container',
-      );
+      assert.deepEqual(tendrilProcessesIn(inWeb), [], 'no process of the context is left in the container');
     });
 
     test(`${label}: failures are typed errors quoting docker`, async () => {

@@ -23,7 +23,7 @@ import {
   Router,
   ToolNotFoundError,
 } from 'tendril';
-import { CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed, processesIn } from './support/containers.js';
+import { CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed, tendrilProcessesIn } from './support/containers.js';
 import { sshLogin, startTestbed } from './support/testbed.js';
 
 const MOCK = fileURLToPath(new URL('./fixtures/kubectl-mock.js', import.meta.url));
@@ -132,7 +132,7 @@ describe('kubectl (a mock kubectl over a private Podman store: no cluster runs h
     assert.equal(await app.call(() => process.getuid?.()), 1000);
     await context.shutdown();
     assert.deepEqual(
-      processesIn((argv) => bed.podman(['exec', 'kube-web', ...argv])).filter((line) => line.includes('tendril')),
+      tendrilProcessesIn((argv) => bed.podman(['exec', 'kube-web', ...argv])),
       [],
       'no process of the context is left in the container',
     );

@@ -12,8 +12,8 @@ import {
   Router,
   ToolNotFoundError,
 } from 'tendril';
-import { exerciseContext, IMAGE_USER, ROOT_PASSWORD } from './support/containers.js';
-import { LxcBed, PROCESS_LIST } from './support/lxc.js';
+import { exerciseContext, IMAGE_USER, ROOT_PASSWORD, tendrilProcessesIn } from './support/containers.js';
+import { LxcBed } from './support/lxc.js';
 import { sshBedSuite } from './support/ssh-root.js';
 
 describe('lxc', () => {
@@ -38,10 +38,7 @@ describe('lxc', () => {
     assert.equal(await context.call(() => require('node:os').hostname()), web, "the container's own UTS namespace");
     await context.shutdown();
     assert.deepEqual(
-      bed
-        .attach(web, PROCESS_LIST)
-        .split('\n')
-        .filter((line) => line.includes('tendril')),
+      tendrilProcessesIn((argv) => bed.attach(web, argv)),
       [],
       'no process of the context is left in the container',
     );

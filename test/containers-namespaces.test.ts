@@ -17,8 +17,8 @@ import {
   Router,
   UnknownUserError,
 } from 'tendril';
-import { CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed } from './support/containers.js';
-import { LxcBed, PROCESS_LIST } from './support/lxc.js';
+import { CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed, tendrilProcessesIn } from './support/containers.js';
+import { LxcBed } from './support/lxc.js';
 import { unpackNodeImage } from './support/rootfs.js';
 import { sshBedSuite } from './support/ssh-root.js';
 
@@ -85,10 +85,7 @@ describe('setns and chroot', () => {
       );
       await context.shutdown();
       assert.deepEqual(
-        podman
-          .podman(['exec', web, ...PROCESS_LIST])
-          .split('\n')
-          .filter((line) => line.includes('tendril')),
+        tendrilProcessesIn((argv) => podman.podman(['exec', web, ...argv])),
         [],
         'no process of the context is left in the container',
       );

@@ -22,8 +22,8 @@ import {
   exerciseContext,
   IMAGE_USER,
   PodmanBed,
-  processesIn,
   ROOT_PASSWORD,
+  tendrilProcessesIn,
 } from './support/containers.js';
 
 describe('podman', () => {
@@ -47,7 +47,7 @@ describe('podman', () => {
     assert.match(node, /^v18\./, "the container's own Node (Debian 12's), not the master's");
     await context.shutdown();
     assert.deepEqual(
-      processesIn((argv) => bed.podman(['exec', 'web', ...argv])).filter((line) => line.includes('tendril')),
+      tendrilProcessesIn((argv) => bed.podman(['exec', 'web', ...argv])),
       [],
       'no process of the context is left in the container',
     );

@@ -24,9 +24,9 @@ import {
   exerciseContext,
   IMAGE_USER,
   PodmanBed,
-  processesIn,
   since,
   startPodmanService,
+  tendrilProcessesIn,
 } from './support/containers.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
@@ -113,7 +113,7 @@ describe('container methods via other contexts', () => {
     await app.shutdown();
     await web.shutdown();
     assert.deepEqual(
-      processesIn((argv) => rootless.podman(['exec', 'web', ...argv])).filter((line) => line.includes('tendril')),
+      tendrilProcessesIn((argv) => rootless.podman(['exec', 'web', ...argv])),
       [],
       'no process of the context is left in the container',
     );
@@ -246,7 +246,7 @@ describe('container methods via other contexts', () => {
     );
     for (const context of [inside, web, dockerWeb, work]) await context.shutdown();
     assert.deepEqual(
-      processesIn((argv) => podman.podman(['exec', 'web', ...argv])).filter((line) => line.includes('tendril')),
+      tendrilProcessesIn((argv) => podman.podman(['exec', 'web', ...argv])),
       [],
       'no process of the contexts is left in the container',
     );

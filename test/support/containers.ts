@@ -43,10 +43,15 @@ export async function exerciseContext(context: Context, scratch: string): Promis
  * image has no ps), one a line. `exec` runs an argv in the container with
  * the runtime's own exec and returns its stdout.
  */
-export function processesIn(exec: (argv: string[]) => string): string[] {
+function processesIn(exec: (argv: string[]) => string): string[] {
   return exec(['sh', '-c', 'for p in /proc/[0-9]*; do tr "\\0" " " < "$p/cmdline"; echo; done'])
     .split('\n')
     .filter((line) => line.trim() !== '');
+}
+
+/** The command lines in a container that belong to a tendril context (see `processesIn`). */
+export function tendrilProcessesIn(exec: (argv: string[]) => string): string[] {
+  return processesIn(exec).filter((line) => line.includes('tendril'));
 }
 
 /** Milliseconds since `start` (a `performance.now()`), rounded. */

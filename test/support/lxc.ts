@@ -107,6 +107,3 @@ export class LxcBed {
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
-
-/** A command that prints the command line of every process it can see, one a line (the image has no ps). */
-export const PROCESS_LIST = ['sh', '-c', 'for p in /proc/[0-9]*; do tr "\\0" " " < "$p/cmdline"; echo; done'];
