@@ -94,6 +94,19 @@ describe('command', () => {
     );
   });
 
+  test('a program that floods stdout before the hello: the error quotes only the end of it', async () => {
+    await using router = new Router();
+    // 32 MiB on stdout, none of it tendril's, then an exit: what is kept of it is bounded.
+    const flood = 'head -c 33554432 /dev/zero | tr "\\0" x; echo; echo the-last-words; exit 3';
+    await assert.rejects(router.command({ argv: ['sh', '-c', flood, 'flooder'] }), (error: unknown) => {
+      assert.ok(error instanceof BootstrapError, String(error));
+      assert.match(error.message, /exit code 3/);
+      assert.match(error.message, /the-last-words/);
+      assert.ok(error.message.length < 16 * 1024, `the error quotes ${error.message.length} characters`);
+      return true;
+    });
+  });
+
   test('failures: a missing program, a program that exits at once, bad argv', async () => {
     await using router = new Router();
     await assert.rejects(router.command({ argv: ['tendril-no-such-program', '--flag'] }), (error: unknown) => {
