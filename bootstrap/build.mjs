@@ -2,6 +2,7 @@
 // declarations tsc wrote), and what children receive: the first stage, the
 // deflated core, and the connection and toolkit bundles (dist/bootstrap/).
 // Run after `tsc` (see package.json).
+import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,13 +35,28 @@ const childDebug = {
   },
 };
 
-// In children, node:crypto is loaded when first needed (see child-random.cjs).
-const childRandom = {
-  name: 'child-random',
+// In children, the built-in modules the core needs only now and then are
+// loaded on first use. On a Node built without its startup snapshot
+// (Debian's), a child pays at its start for every built-in it requires:
+// crypto about 5 ms, fs about 4 ms (requiring it from user land reads every
+// export, and fs.ReadStream and fs.promises load the stream classes and the
+// promises API), zlib about 1.5 ms. The core gets an object of the module's
+// exports (as this Node lists them) whose getters require it when one is
+// first read.
+const LAZY_IN_CHILDREN = ['crypto', 'fs', 'zlib'];
+const lazyBuiltins = {
+  name: 'lazy-builtins',
   setup(build) {
-    build.onResolve({ filter: /^\.\/random\.js$/ }, (args) =>
-      resolve(args.resolveDir) === coreDir ? { path: join(root, 'bootstrap', 'child-random.cjs') } : undefined,
-    );
+    const filter = new RegExp(`^node:(${LAZY_IN_CHILDREN.join('|')})$`);
+    build.onResolve({ filter }, (args) => ({ path: args.path.slice('node:'.length), namespace: 'lazy-builtin' }));
+    build.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, async (args) => {
+      const names = Object.keys(await import(`node:${args.path}`)).filter((name) => name !== 'default');
+      const id = JSON.stringify(args.path);
+      return {
+        loader: 'js',
+        contents: `let m;for(const k of ${JSON.stringify(names)})Object.defineProperty(exports,k,{enumerable:true,get:()=>(m||(m=require(${id})))[k]});`,
+      };
+    });
   },
 };
 
@@ -78,8 +94,19 @@ async function bundle(entry, globalName, plugins, format = 'iife') {
   return result.outputFiles[0].text;
 }
 
-// First stage: minified, with the core size left as a placeholder.
-const stageSource = readFileSync(join(root, 'bootstrap', 'first-stage.js'), 'utf8');
+// Core: evaluates to a function of the child's require, returning the core's exports.
+const core = await bundle('src/core/bundle.ts', '__tendril', [portableMsgpackr, childDebug, lazyBuiltins]);
+const coreSource = `(function(require){${core};return __tendril})`;
+const deflated = deflateRawSync(Buffer.from(coreSource), { level: 9 });
+writeFileSync(join(out, 'core.deflate'), deflated);
+
+// First stage: minified, with the core's size and form left as a placeholder.
+// The key names the core's code cache on targets (see first-stage.js).
+const coreKey = createHash('sha256').update(coreSource).digest('hex').slice(0, 16);
+const stageSource = readFileSync(join(root, 'bootstrap', 'first-stage.js'), 'utf8').replace(
+  '__TENDRIL_CORE_KEY__',
+  coreKey,
+);
 // Identifiers and whitespace are minified, but not syntax: that would turn
 // `false` into `!1`, and a `!` breaks csh-family login shells' quoting.
 const stage = (
@@ -92,12 +119,6 @@ const stage = (
 ).code.trim();
 if (/[!\n']/.test(stage)) throw new Error(`the first stage must not contain ! or ' or a newline: ${stage}`);
 writeFileSync(join(out, 'first-stage.js'), `${stage}\n`);
-
-// Core: evaluates to a function of the child's require, returning the core's exports.
-const core = await bundle('src/core/bundle.ts', '__tendril', [portableMsgpackr, childDebug, childRandom]);
-const coreSource = `(function(require){${core};return __tendril})`;
-const deflated = deflateRawSync(Buffer.from(coreSource), { level: 9 });
-writeFileSync(join(out, 'core.deflate'), deflated);
 
 // The master: one ES module bundle instead of a hundred files, because Node's
 // module loader costs about a millisecond per file, more for a CommonJS

@@ -10,10 +10,19 @@
 // fd 3 is the stream from the parent; fd 4 the stream to it (see
 // src/connection/first-stage.ts). It first writes `tendril:1\n` on fd 4, so
 // a parent that had to answer password prompts knows the interpreter is
-// running. The parent fills in n, the byte count of the deflated core, and
-// sends: a 4-byte big-endian m, the core (n bytes), then m bytes of V8 code
-// cache for it (m is 0 when none is sent; V8 ignores a cache made by
-// another Node version).
+// running. The parent fills in [n, z, c]: n, the byte count of the core; z,
+// 1 when the core comes deflated, 0 when it comes as source; c, 1 when the
+// core's code cache may be kept on the target. It sends: a 4-byte
+// big-endian m, the core (n bytes), then m bytes of V8 code cache for it (m
+// is 0 when none is sent; V8 ignores a cache made by another Node build).
+//
+// With no cache from the parent and c set, the cache is looked for in this
+// account's cache directory (src/core/target-code-cache.ts writes it; V8
+// does not check a cache against tampering, so only a regular file owned by
+// this user and writable by nobody else is taken, opened non-blocking so a
+// FIFO planted there cannot hang the start). Only net, vm and (for that)
+// fs are loaded here, zlib only for a deflated core: on a Node without its
+// startup snapshot every built-in module costs the child's start.
 (() => {
   const p = process;
   const r = require;
@@ -21,10 +30,12 @@
     p.stderr.write('tendril: Node ' + p.version + ' at ' + p.execPath + ' is too old; Node 12 or newer is needed\n');
     p.exit(1);
   }
-  const n = __TENDRIL_CORE_SIZE__;
-  // readable is the default; writable: false keeps Node from shutting down this read-only pipe.
-  const s = new (r('net').Socket)({ fd: 3, writable: false });
-  r('fs').writeSync(4, 'tendril:1\n');
+  const [n, z, c] = __TENDRIL_CORE__;
+  const net = r('net');
+  // writable: false keeps Node from shutting down this read-only pipe.
+  const s = new net.Socket({ fd: 3, writable: false });
+  const o = new net.Socket({ fd: 4, readable: false });
+  o.write('tendril:1\n');
   let m = -1;
   let got = 0;
   const onReadable = () => {
@@ -46,8 +57,37 @@
     s.off('end', onEnd);
     const core = b.slice(0, n);
     const options = { filename: 'tendril:core' };
+    const e = p.env;
+    const home = e.XDG_CACHE_HOME || (e.HOME && e.HOME + '/.cache');
+    let path = '';
     if (m) options.cachedData = b.slice(n);
-    new (r('vm').Script)(r('zlib').inflateRawSync(core) + '', options).runInThisContext()(r).boot(s, core, r);
+    else if (c && home && home[0] === '/') {
+      let x = 0;
+      for (const ch of p.execPath) x = (x * 31 + ch.charCodeAt(0)) | 0;
+      path =
+        home + '/tendril/core-__TENDRIL_CORE_KEY__-' + p.version + '-' + p.arch + '-' + (x >>> 0).toString(36) + '.v8';
+      try {
+        const f = r('fs');
+        const d = f.openSync(path, f.constants.O_RDONLY | f.constants.O_NONBLOCK);
+        try {
+          const st = f.fstatSync(d);
+          // 18 is 0o022: group or others may write.
+          if (st.isFile() && st.uid === p.geteuid() && (st.mode & 18) === 0 && st.size < 1 << 24) {
+            const data = Buffer.alloc(st.size);
+            if (f.readSync(d, data, 0, st.size, 0) === st.size) options.cachedData = data;
+          }
+        } finally {
+          f.closeSync(d);
+        }
+      } catch {
+        // No cache yet, or not one to trust: the core is compiled from source and a new cache written.
+      }
+    }
+    const source = z ? r('zlib').inflateRawSync(core) : core;
+    const script = new (r('vm').Script)(source + '', options);
+    // The cache to write once the core is up: none from the parent, and none or a stale one here.
+    const stale = path && (options.cachedData === undefined || script.cachedDataRejected) ? path : '';
+    script.runInThisContext()(r).boot(s, o, core, z, r, script, stale);
   };
   const onEnd = () => {
     p.stderr.write('tendril: stream closed after ' + got + ' bytes, before the ' + n + '-byte core had arrived\n');

@@ -140,7 +140,7 @@ async function startChild<O extends CommonOptions>(
   const { router } = runtime;
   const { session, timeout, abort } = attempt;
   const started = Date.now();
-  const { transport, ids, node } = await launch(runtime, method, options, attempt);
+  const { transport, ids, node, core } = await launch(runtime, method, options, attempt);
   const name = options.name ?? uniqueName(router, session.name, ids.id, taken);
   debug('%s: starting %s (id %d) %s', router.name, name, ids.id, transport.where);
   session.step = `waiting for Node to start (${transport.where})`;
@@ -168,7 +168,7 @@ async function startChild<O extends CommonOptions>(
   const sendCore = () => {
     // Made (once) while the new interpreter is still starting, so it costs the child no time.
     const cache = sameBinary ? runtime.codeCache() : undefined;
-    for (const part of bootstrapPayload(runtime.coreBundle, cache)) transport.stdin.write(part);
+    for (const part of bootstrapPayload(core, cache)) transport.stdin.write(part);
   };
   const conversation = method.conversation?.(options, session);
   // Without prompts to answer the core goes at once, overlapping the interpreter's start.
@@ -229,6 +229,7 @@ async function startChild<O extends CommonOptions>(
       firstStage: runtime.firstStage,
       moduleBase: runtime.moduleBase,
       preferTargetModules: options.preferTargetModules === true,
+      targetCodeCache: runtime.targetCodeCache,
     };
     const reply = await Promise.race([
       router.request(ids.id, BOOT_SPEC.handle, encode(config), { what: 'bootstrap' }),
@@ -288,7 +289,7 @@ async function launch<O extends CommonOptions>(
   method: ConnectionMethod<O>,
   options: O,
   attempt: Attempt,
-): Promise<{ transport: Transport; ids: ChildIds; node: string[] | undefined }> {
+): Promise<{ transport: Transport; ids: ChildIds; node: string[] | undefined; core: Uint8Array }> {
   const { session, timeout, abort } = attempt;
   let begun = false;
   try {
@@ -299,7 +300,14 @@ async function launch<O extends CommonOptions>(
     abort.check();
     const node =
       options.nodePath === undefined ? method.defaultNode(options) : ([] as string[]).concat(options.nodePath);
-    const stage = firstStage(runtime.firstStage, runtime.coreBundle.length);
+    // Deflated unless the stream is known to stay on this machine (see ConnectionMethod.localStream).
+    const local = method.localStream?.(options) === true;
+    const core = local ? runtime.coreSource.source : runtime.coreSource.deflated;
+    const stage = firstStage(runtime.firstStage, {
+      size: core.length,
+      deflated: !local,
+      codeCache: runtime.targetCodeCache,
+    });
     const starting = Promise.resolve().then(() =>
       method.start(bootstrapArgv(node, stage, options.nodeCandidates), options, session),
     );
@@ -310,7 +318,7 @@ async function launch<O extends CommonOptions>(
       () => new ConnectTimeoutError(session.name, timeout, '', session.step),
       attempt.leftBehind,
     );
-    return { transport, ids, node };
+    return { transport, ids, node, core };
   } catch (error) {
     const failure =
       abort.reason !== undefined

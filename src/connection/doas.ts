@@ -34,6 +34,7 @@ export const doas: ConnectionMethod<DoasOptions> = {
   name: 'doas',
   checkOptions: checkBecomeOptions,
   optionNames: optionNames<DoasOptions>({ ...COMMON_OPTIONS, username: true, password: true, doasPath: true }),
+  localStream: () => true,
   defaultNode: () => undefined,
   start(argv, options, session): Transport {
     const to = targetAccount(options);

@@ -1,19 +1,29 @@
 /** The first stage and the bytes a parent writes before the first message. */
 
-/** Placeholder in the first stage for the deflated core's byte count. */
-export const CORE_SIZE_PLACEHOLDER = '__TENDRIL_CORE_SIZE__';
+/** Placeholder in the first stage for how the core comes (see `firstStage`). */
+export const CORE_PLACEHOLDER = '__TENDRIL_CORE__';
+
+/** How the core comes to a child. */
+export interface CoreDelivery {
+  /** Its byte count as sent. */
+  readonly size: number;
+  /** Deflated, or the source as it is. */
+  readonly deflated: boolean;
+  /** Whether the child may look for, and write, the core's code cache in its account's cache directory. */
+  readonly codeCache: boolean;
+}
 
 /** What the first stage writes on fd 4 once it runs: the parent may now send the core. */
 export const HELLO = 'tendril:1\n';
 
-/** The first stage with the core's byte count filled in. */
-export function firstStage(template: string, coreSize: number): string {
-  return template.replace(CORE_SIZE_PLACEHOLDER, String(coreSize));
+/** The first stage with how the core comes filled in (`[size, deflated, codeCache]`, the flags as 1 or 0). */
+export function firstStage(template: string, core: CoreDelivery): string {
+  return template.replace(CORE_PLACEHOLDER, `[${core.size},${core.deflated ? 1 : 0},${core.codeCache ? 1 : 0}]`);
 }
 
 /**
  * What the parent writes before any message: the code cache's length (4
- * bytes, big-endian), the deflated core, the code cache (possibly empty).
+ * bytes, big-endian), the core, the code cache (possibly empty).
  */
 export function bootstrapPayload(core: Uint8Array, cache: Uint8Array | undefined): Uint8Array[] {
   const length = Buffer.alloc(4);

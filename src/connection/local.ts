@@ -42,6 +42,7 @@ export const local: ConnectionMethod<LocalOptions> = {
   name: 'local',
   optionNames: optionNames<LocalOptions>({ ...COMMON_OPTIONS, env: true, cwd: true }),
   sameMachine: true,
+  localStream: () => true,
   defaultNode: () => [process.execPath],
   start(argv, options, session) {
     const transport = spawnTransport(argv, options as Pick<SpawnOptions, 'env' | 'cwd'>, 'local');

@@ -43,6 +43,7 @@ export const su: ConnectionMethod<SuOptions> = {
   name: 'su',
   checkOptions: checkBecomeOptions,
   optionNames: optionNames<SuOptions>({ ...COMMON_OPTIONS, username: true, password: true, login: true, suPath: true }),
+  localStream: () => true,
   defaultNode: () => undefined,
   start(argv, options, session) {
     const to = targetAccount(options);

@@ -39,6 +39,7 @@ export const sudo: ConnectionMethod<SudoOptions> = {
     sudoArgs: true,
     sudoPath: true,
   }),
+  localStream: () => true,
   defaultNode: () => undefined,
   start(argv, options, session) {
     const env = options.preserveEnv;

@@ -61,6 +61,8 @@ export interface ToolMethodSpec<O> {
   program?(options: O): string;
   /** True when the program puts the child on this machine as this account (no Node code cache otherwise). */
   readonly sameMachine?: boolean;
+  /** True when the stream to the child stays on this machine (see `ConnectionMethod.localStream`). Default false. */
+  localStream?(options: O): boolean;
 }
 
 /**
@@ -78,6 +80,7 @@ export function toolMethod<O extends NamedTarget>(spec: ToolMethodSpec<O>): Conn
     optionNames: spec.optionNames,
     ...(spec.checkOptions && { checkOptions: (options: O, where: string) => spec.checkOptions?.(options, where) }),
     ...(spec.sameMachine && { sameMachine: true }),
+    ...(spec.localStream && { localStream: (options: O) => spec.localStream?.(options) === true }),
     defaultNode: () => undefined,
     async start(argv: string[], options: O, session: Session) {
       const machine = hostname();

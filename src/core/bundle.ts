@@ -6,15 +6,31 @@
  * namespace can import it without an import cycle.
  */
 import type * as net from 'node:net';
+import type * as vm from 'node:vm';
 import { boot as bootWith } from './child.js';
+import { CoreSource } from './core-source.js';
 import * as core from './index.js';
 
 export { core };
 
 /**
  * Starts the core in a child (see child.ts), with the core's namespace as
- * what tendril modules loaded later receive for `tendril:core`.
+ * what tendril modules loaded later receive for `tendril:core`. Called by
+ * the first stage with the stream's two sockets, the core's bytes as they
+ * arrived, 1 when those are deflated (0 when they are the source), and,
+ * when the core's code cache on the target is to be written, the core's
+ * script and the cache's path.
  */
-export function boot(input: net.Socket, coreBundle: Uint8Array, requireFn: (id: string) => unknown): void {
-  bootWith(input, coreBundle, requireFn, core);
+export function boot(
+  input: net.Socket,
+  output: net.Socket,
+  coreBytes: Uint8Array,
+  deflated: number,
+  requireFn: (id: string) => unknown,
+  script?: vm.Script,
+  codeCachePath?: string,
+): void {
+  const source = deflated ? CoreSource.fromDeflated(coreBytes) : CoreSource.fromSource(coreBytes);
+  const cache = script && codeCachePath ? { script, path: codeCachePath } : undefined;
+  bootWith(input, output, source, requireFn, core, cache);
 }

@@ -1,15 +1,17 @@
 import * as fs from 'node:fs';
-import * as net from 'node:net';
+import type * as net from 'node:net';
 import * as os from 'node:os';
+import type * as vm from 'node:vm';
 import createDebug from 'debug';
 import { Broker } from './broker.js';
 import { callOrigin } from './call-base.js';
 import { codeCacheForChildren } from './code-cache.js';
+import type { CoreSource } from './core-source.js';
 import { Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo } from './errors.js';
 import { IdPool } from './ids.js';
 import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT, TOOLKIT_MODULE_ID } from './importer.js';
-import type { LogRecord } from './log.js';
+import { type LogRecord, logger } from './log.js';
 import { Message } from './message.js';
 import { CONNECT_SPEC } from './protocol/connect.js';
 import { FORWARD_LOG_SPEC, type ForwardLog } from './protocol/forward-log.js';
@@ -21,6 +23,9 @@ import { type BootConfig, type ConnectionModule, type ReadyInfo, type Runtime, s
 import { type ServicesModule, setServicesLoader } from './services.js';
 import { type BlockingIo, Stream } from './stream.js';
 import { MessageSwitch } from './switch.js';
+import { writeTargetCodeCache } from './target-code-cache.js';
+
+const debug = logger('child');
 
 /** File descriptor the first stage reads the stream from. */
 export const STREAM_IN_FD = 3;
@@ -31,21 +36,32 @@ const ORPHAN_GRACE = 300;
 /** Upper bound on an orphaned child's remaining life, in ms. */
 const ORPHAN_DEADLINE = 900;
 
+/** The core's script and where its code cache on the target goes, when it is to be written. */
+export interface TargetCodeCache {
+  /** The core, as the first stage compiled it. */
+  readonly script: vm.Script;
+  /** The cache file the first stage looked for. */
+  readonly path: string;
+}
+
 /**
  * Entry point of the core in a child, called by the first stage (through
- * bundle.ts) once it has read the core. `input` is the stream from the parent (fd 3), positioned
- * just after the core's bytes; `coreBundle` is the deflated core, kept to
- * start children of this context without asking the parent for it.
- * `core` is the core's namespace, for tendril modules loaded later
- * (`tendril:core`).
+ * bundle.ts) once it has read the core. `input` is the stream from the
+ * parent (fd 3), positioned just after the core's bytes; `output` the
+ * stream to it (fd 4), on which the first stage has written its hello;
+ * `coreSource` is the core, kept to start children of this context without
+ * asking the parent for it. `core` is the core's namespace, for tendril
+ * modules loaded later (`tendril:core`); `codeCache`, what to write the
+ * core's code cache on the target from, when there was none or a stale one.
  */
 export function boot(
   input: net.Socket,
-  coreBundle: Uint8Array,
+  output: net.Socket,
+  coreSource: CoreSource,
   requireFn: (id: string) => unknown,
   core: object,
+  codeCache?: TargetCodeCache,
 ): void {
-  const output = new net.Socket({ fd: STREAM_OUT_FD, readable: false, writable: true });
   const stream = new Stream({ name: 'parent', input, output, maxMessageSize: 1024 * 1024 });
   stream.on('close', (reason) => {
     // Before BOOT there is no router to notice.
@@ -59,7 +75,7 @@ export function boot(
       return;
     }
     started = true;
-    start(stream, message, coreBundle, requireFn, core);
+    start(stream, message, coreSource, requireFn, core, codeCache);
   };
 }
 
@@ -71,9 +87,10 @@ function exitNow(why: string): void {
 function start(
   stream: Stream,
   bootMessage: Message,
-  coreBundle: Uint8Array,
+  coreSource: CoreSource,
   requireFn: (id: string) => unknown,
   core: object,
+  codeCache: TargetCodeCache | undefined,
 ): void {
   const config = bootMessage.unpack() as BootConfig;
   if (config.debug) createDebug.enable(config.debug);
@@ -107,9 +124,10 @@ function start(
     router,
     broker,
     ids: new IdPool(router, config.idBlock),
-    coreBundle,
-    codeCache: codeCacheForChildren(coreBundle, requireFn),
+    coreSource,
+    codeCache: codeCacheForChildren(coreSource, requireFn),
     firstStage: config.firstStage,
+    targetCodeCache: config.targetCodeCache !== false,
     debugNamespaces: config.debug,
     moduleBase: config.moduleBase,
     onChildLog: (record) => forwardLog(router, record),
@@ -161,6 +179,14 @@ function start(
     arch: process.arch,
   };
   router.reply(bootMessage, info);
+  // Written once the ready reply is on its way, from what V8 has compiled by now (the core's start and BOOT).
+  if (codeCache) {
+    setImmediate(() =>
+      writeTargetCodeCache(codeCache.script, codeCache.path, (why) =>
+        debug('%s: no code cache written to %s: %s', config.name, codeCache.path, why),
+      ),
+    );
+  }
 }
 
 /**

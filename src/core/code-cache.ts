@@ -1,5 +1,5 @@
 import * as vm from 'node:vm';
-import { inflateRawSync } from 'node:zlib';
+import type { CoreSource } from './core-source.js';
 
 /**
  * The code cache for children of this context, as `Runtime.codeCache`
@@ -12,14 +12,14 @@ import { inflateRawSync } from 'node:zlib';
  * while that child's interpreter is still starting.
  */
 export function codeCacheForChildren(
-  deflatedCore: Uint8Array,
+  core: CoreSource,
   requireFn: (id: string) => unknown,
 ): () => Uint8Array | undefined {
   let asked = 0;
   let cache: { data: Uint8Array | undefined } | undefined;
   return () => {
     if (++asked === 1) return undefined;
-    cache ??= { data: createCodeCache(deflatedCore, requireFn) };
+    cache ??= { data: createCodeCache(core, requireFn) };
     return cache.data;
   };
 }
@@ -36,9 +36,9 @@ export function codeCacheForChildren(
  * message like BOOT, so functions V8 compiles lazily during start-up are in
  * the cache too.
  */
-export function createCodeCache(deflatedCore: Uint8Array, requireFn: (id: string) => unknown): Uint8Array | undefined {
+export function createCodeCache(source: CoreSource, requireFn: (id: string) => unknown): Uint8Array | undefined {
   try {
-    const script = new vm.Script(inflateRawSync(deflatedCore).toString(), { filename: 'tendril:core' });
+    const script = new vm.Script(Buffer.from(source.source).toString(), { filename: 'tendril:core' });
     const { core } = (script.runInThisContext() as (req: typeof requireFn) => { core: typeof import('./index.js') })(
       requireFn,
     );

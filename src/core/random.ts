@@ -1,8 +1,8 @@
 /**
- * The CSPRNG behind handles. Children get their own copy of this module
- * (bootstrap/child-random.cjs), which loads node:crypto on first use: on a
- * Node built without its startup snapshot (Debian's), loading it costs a
- * child about 5 ms of its start, before any handle is needed.
+ * The CSPRNG behind handles. In children node:crypto is loaded when the
+ * first handle is drawn (bootstrap/build.mjs, LAZY_IN_CHILDREN): on a Node
+ * built without its startup snapshot (Debian's), loading it costs a child
+ * about 5 ms of its start, before any handle is needed.
  */
 import { randomFillSync } from 'node:crypto';
 

@@ -1,4 +1,5 @@
 import type { Broker } from './broker.js';
+import type { CoreSource } from './core-source.js';
 import type { IdSource } from './ids.js';
 import type { LogRecord } from './log.js';
 import type { ReadyInfo } from './protocol/boot.js';
@@ -17,15 +18,17 @@ export interface Runtime {
   readonly broker: Broker;
   /** Numbers new children. */
   readonly ids: IdSource;
-  /** The deflated core, exactly as a first stage expects it. */
-  readonly coreBundle: Uint8Array;
+  /** The core, in either form a first stage takes it in. */
+  readonly coreSource: CoreSource;
   /**
    * A V8 code cache of the core made by this context's own Node binary, for
    * children running that same binary; undefined when none could be made.
    */
   codeCache(): Uint8Array | undefined;
-  /** The first stage's source, with `__TENDRIL_CORE_SIZE__` where the core's byte count goes. */
+  /** The first stage's source, with placeholders for the core's byte count and form (see connection/first-stage.ts). */
   readonly firstStage: string;
+  /** Whether children may keep the core's code cache on their target (the Router's `targetCodeCache`). */
+  readonly targetCodeCache: boolean;
   /** `debug` namespaces enabled in the master, passed on to new children. */
   readonly debugNamespaces: string;
   /** Directory (on the master) shipped functions resolve `require()` from by default. */

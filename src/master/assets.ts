@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CoreSource } from '../core/core-source.js';
 
 /**
  * Files produced by `bootstrap/build.mjs` next to the compiled sources:
@@ -9,7 +10,7 @@ import { fileURLToPath } from 'node:url';
  */
 
 let root: string | undefined;
-let cache: { coreBundle: Uint8Array; firstStage: string } | undefined;
+let cache: { coreSource: CoreSource; firstStage: string } | undefined;
 
 /**
  * The built bootstrap folder, `dist/bootstrap/` of the installed package.
@@ -37,11 +38,11 @@ export function bootstrapDir(): string {
   return dir;
 }
 
-/** The deflated core and the first stage template, read once. */
-export function bootstrapAssets(): { coreBundle: Uint8Array; firstStage: string } {
+/** The core and the first stage template, read once. */
+export function bootstrapAssets(): { coreSource: CoreSource; firstStage: string } {
   if (!cache) {
     cache = {
-      coreBundle: readAsset('core.deflate'),
+      coreSource: CoreSource.fromDeflated(readAsset('core.deflate')),
       firstStage: readAsset('first-stage.js').toString('utf8').trim(),
     };
   }

@@ -31,6 +31,8 @@ export const chroot: ConnectionMethod<ChrootOptions> = toolMethod<ChrootOptions>
   },
   tool: (options) => options.chrootPath ?? 'chroot',
   toolOption: 'chrootPath',
+  // The tree is on this machine: the stream is a pipe.
+  localStream: () => true,
   install: 'coreutils',
   command: (options, argv) => [
     ...(options.user === undefined ? [] : [`--userspec=${options.user}`]),

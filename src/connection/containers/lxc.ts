@@ -39,6 +39,8 @@ export const lxc: ConnectionMethod<LxcOptions> = toolMethod<LxcOptions>({
   },
   tool: (options) => options.lxcAttachPath ?? 'lxc-attach',
   toolOption: 'lxcAttachPath',
+  // lxc-attach enters a container of this machine: the stream is a pipe.
+  localStream: () => true,
   install: 'the lxc package',
   command: (options, argv) => [
     ...(options.lxcDirectory === undefined ? [] : ['--lxcpath', options.lxcDirectory]),

@@ -214,6 +214,8 @@ export const setns: ConnectionMethod<SetnsOptions> = toolMethod<SetnsOptions>({
   environment: () => ({ PATH: CONTAINER_PATH }),
   tool: (options) => options.nsenterPath ?? 'nsenter',
   toolOption: 'nsenterPath',
+  // nsenter enters namespaces of this machine: the stream is a pipe.
+  localStream: () => true,
   install: 'util-linux',
   async command(options, argv, session, machine) {
     // Entering another process's mount and PID namespaces takes CAP_SYS_ADMIN; say so before trying.
