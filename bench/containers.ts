@@ -26,11 +26,11 @@
 // - where the time goes: the child's age when it answers its first call
 //   beside Node's age when it runs its first line (-e) in the same
 //   container, the container's Node doing what the first stage and the
-//   core do after -e, step by step (requires, inflating, compiling, the
-//   core's module code), a sudo context alone (the first hop of sudo →
-//   podman), the bytes sent to a fresh via before it can start podman
-//   (tendril's connection and containers bundles), the first stage and
-//   the core. A start that fails (LXD's exec does now and then) is taken
+//   core do after -e, step by step (requires, reading the code cache,
+//   inflating, compiling, the core's module code), a sudo context alone
+//   (the first hop of sudo → podman), the bytes sent to a fresh via before
+//   it can start podman (tendril's connection and containers bundles), the
+//   first stage and the core. A start that fails (LXD's exec does now and then) is taken
 //   again, up to 3 times, and listed.
 //
 // The image: the test image with python3 added (bench/compare/python-image.ts),
@@ -88,14 +88,20 @@ const NODE_AGE = 'process.stdout.write(String(process.uptime() * 1000))';
  * between running -e and answering, step by step as the first stage and
  * the core do it (the deflated core read from stdin here, not the
  * stream), and prints each step's ms as JSON: the first stage's requires,
- * inflating the core, compiling it, the requires its module code makes at
- * once (made ahead here, to time them apart), the rest of its module code.
+ * reading the core's code cache from the account's cache directory (as
+ * the first stage names it: `key` is the core's, from the built first
+ * stage), inflating the core, compiling it with that cache, the requires
+ * its module code makes at once (made ahead here, to time them apart),
+ * the rest of its module code; then 1 when V8 took the cache, 0 when there
+ * was none or it was refused.
  */
-const CORE_STEPS = `const h=()=>Number(process.hrtime.bigint())/1e6;const a=h();
-const r=require;r('net');r('fs');r('zlib');r('vm');const b=h();
-const core=r('fs').readFileSync(0);const c=h();const src=r('zlib').inflateRawSync(core)+'';const d=h();
-const s=new (r('vm').Script)(src,{filename:'tendril:core'});const e=h();r('crypto');r('util');r('os');r('url');const f=h();
-s.runInThisContext()(r);const g=h();process.stdout.write(JSON.stringify([b-a,d-c,e-d,f-e,g-f]))`;
+const coreStepsProgram = (key: string) => `const h=()=>Number(process.hrtime.bigint())/1e6;const a=h();
+const r=require;r('net');r('vm');const b=h();
+const p=process,v=p.env,home=v.XDG_CACHE_HOME||v.HOME+'/.cache';let x=0;for(const ch of p.execPath)x=(x*31+ch.charCodeAt(0))|0;
+let cache;try{cache=r('fs').readFileSync(home+'/tendril/core-${key}-'+p.version+'-'+p.arch+'-'+(x>>>0).toString(36)+'.v8')}catch{}const c=h();
+const core=r('fs').readFileSync(0);const c2=h();const src=r('zlib').inflateRawSync(core)+'';const d=h();
+const s=new (r('vm').Script)(src,{filename:'tendril:core',cachedData:cache});const e=h();r('os');r('url');const f=h();
+s.runInThisContext()(r);const g=h();process.stdout.write(JSON.stringify([b-a,c-b,d-c2,e-d,f-e,g-f,cache&&!s.cachedDataRejected?1:0]))`;
 
 const GROUPS = {
   ready: 'Time to a context that answered one call, in a warm master',
@@ -519,21 +525,28 @@ async function timeToContext(ways: Way[], mitogen: MitogenServer): Promise<void>
   rows.push({ group: GROUPS.where, metric: 'core, deflated', unit: 'bytes', tendril: [sizes.coreDeflated], peers: {} });
 }
 
-/** The child's steps after -e (CORE_STEPS), ROUNDS times in the container through `exec` (argv before the program), as rows of their own. */
+/** The child's steps after -e (coreStepsProgram), ROUNDS times in the container through `exec` (argv before the program), as rows of their own. */
 async function coreSteps(exec: string[]): Promise<void> {
   const core = readFileSync(join(ROOT, 'dist', 'bootstrap', 'core.deflate'));
-  const steps: number[][] = [[], [], [], [], []];
+  const key = /core-([0-9a-f]{16})-/.exec(readFileSync(join(ROOT, 'dist', 'bootstrap', 'first-stage.js'), 'utf8'))?.[1];
+  if (key === undefined)
+    throw new Error("dist/bootstrap/first-stage.js names no code cache file: the bench's steps no longer match it");
+  const program = coreStepsProgram(key);
+  const steps: number[][] = [[], [], [], [], [], []];
+  let cached = 0;
   for (let round = -1; round < ROUNDS; round++) {
-    const { stdout } = await run(exec[0] as string, [...exec.slice(1), 'node', '-e', CORE_STEPS], process.env, core);
+    const { stdout } = await run(exec[0] as string, [...exec.slice(1), 'node', '-e', program], process.env, core);
     const measured = JSON.parse(stdout) as number[];
     if (round < 0) continue;
+    cached += measured.pop() ?? 0;
     for (const [step, ms] of measured.entries()) steps[step]?.push(ms);
   }
   const names = [
-    "the first stage's requires (net, fs, zlib, vm)",
+    "the first stage's requires (net, vm)",
+    `reading the core's code cache (fs; V8 took it in ${cached} of ${ROUNDS})`,
     'inflating the core',
-    'compiling the core (vm.Script)',
-    "the core's requires (crypto, util, os, url)",
+    'compiling the core (vm.Script, with the cache)',
+    "the core's requires (os, url)",
     "running the core's module code",
   ];
   names.forEach((name, step) => {

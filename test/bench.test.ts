@@ -122,7 +122,7 @@ test('npm run bench:containers, in smoke mode, measures every method against its
     }
     // Where the child's time goes after -e, step by step.
     const steps = summaries.filter((s) => s.metric.startsWith("in the container's Node, after -e: "));
-    assert.equal(steps.length, 5, summaries.map((s) => s.metric).join('\n'));
+    assert.equal(steps.length, 6, summaries.map((s) => s.metric).join('\n'));
     for (const s of summaries) {
       assert.ok(Number.isFinite(s.median), `${s.group} / ${s.metric}: tendril measured nothing`);
       for (const [name, peer] of Object.entries(s.peers)) {

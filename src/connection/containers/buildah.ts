@@ -40,8 +40,6 @@ export const buildah: ConnectionMethod<BuildahOptions> = toolMethod<BuildahOptio
   },
   tool: (options) => options.buildahPath ?? 'buildah',
   toolOption: 'buildahPath',
-  // buildah has no remote mode: the container is on this machine, the stream a pipe.
-  localStream: () => true,
   install: 'the buildah package',
   command: (options, argv) => [
     ...(options.buildahArgs ?? []),
