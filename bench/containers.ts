@@ -39,7 +39,7 @@
 // bed's options (an sh exec, about 1 ms); the Mitogen floors run that
 // wrapper too.
 //
-//   node build/bench/containers.js [--smoke] [--rounds N] [--json FILE]
+//   node build/bench/containers.js [--smoke] [--rounds N] [--json FILE] [--target-code-cache]
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -68,6 +68,11 @@ private store or daemon of the bench's own. Needs root and python3-mitogen.`,
       description: 'rounds of the time to a context, after one warm-up round (default 10; 1 with --smoke)',
     },
     json: { type: 'string', value: 'FILE', description: 'also write the results as JSON to FILE' },
+    'target-code-cache': {
+      type: 'boolean',
+      description:
+        "start contexts with the Router's targetCodeCache: true (a code cache of the core kept in each container)",
+    },
   },
 });
 const SMOKE = flags.smoke === true;
@@ -93,12 +98,17 @@ const NODE_AGE = 'process.stdout.write(String(process.uptime() * 1000))';
  * stage), inflating the core, compiling it with that cache, the requires
  * its module code makes at once (made ahead here, to time them apart),
  * the rest of its module code; then 1 when V8 took the cache, 0 when there
- * was none or it was refused.
+ * was none or it was refused. Without `useCache` (the Router's
+ * targetCodeCache off, the default) no cache is looked for, as the first
+ * stage does.
  */
-const coreStepsProgram = (key: string) => `const h=()=>Number(process.hrtime.bigint())/1e6;const a=h();
+const coreStepsProgram = (
+  key: string,
+  useCache: boolean,
+) => `const h=()=>Number(process.hrtime.bigint())/1e6;const a=h();
 const r=require;r('net');r('vm');const b=h();
 const p=process,v=p.env,home=v.XDG_CACHE_HOME||v.HOME+'/.cache';let x=0;for(const ch of p.execPath)x=(x*31+ch.charCodeAt(0))|0;
-let cache;try{cache=r('fs').readFileSync(home+'/tendril/core-${key}-'+p.version+'-'+p.arch+'-'+(x>>>0).toString(36)+'.v8')}catch{}const c=h();
+let cache;if(${useCache})try{cache=r('fs').readFileSync(home+'/tendril/core-${key}-'+p.version+'-'+p.arch+'-'+(x>>>0).toString(36)+'.v8')}catch{}const c=h();
 const core=r('fs').readFileSync(0);const c2=h();const src=r('zlib').inflateRawSync(core)+'';const d=h();
 const s=new (r('vm').Script)(src,{filename:'tendril:core',cachedData:cache});const e=h();r('os');r('url');const f=h();
 s.runInThisContext()(r);const g=h();process.stdout.write(JSON.stringify([b-a,c-b,d-c2,e-d,f-e,g-f,cache&&!s.cachedDataRejected?1:0]))`;
@@ -144,7 +154,7 @@ const retried: { way: string; what: string; error: string }[] = [];
 /** How many times one measurement is tried before the bench gives up. */
 const TRIES = 3;
 const beds = new ContainerBeds();
-const router = new Router();
+const router = new Router({ targetCodeCache: flags['target-code-cache'] === true });
 let server: MitogenServer | undefined;
 try {
   await beds.start();
@@ -528,10 +538,15 @@ async function timeToContext(ways: Way[], mitogen: MitogenServer): Promise<void>
 /** The child's steps after -e (coreStepsProgram), ROUNDS times in the container through `exec` (argv before the program), as rows of their own. */
 async function coreSteps(exec: string[]): Promise<void> {
   const core = readFileSync(join(ROOT, 'dist', 'bootstrap', 'core.deflate'));
-  const key = /core-([0-9a-f]{16})-/.exec(readFileSync(join(ROOT, 'dist', 'bootstrap', 'first-stage.js'), 'utf8'))?.[1];
+  const key = /core-([0-9a-f]{16})-/.exec(
+    readFileSync(join(ROOT, 'dist', 'bootstrap', 'first-stage-cache.js'), 'utf8'),
+  )?.[1];
   if (key === undefined)
-    throw new Error("dist/bootstrap/first-stage.js names no code cache file: the bench's steps no longer match it");
-  const program = coreStepsProgram(key);
+    throw new Error(
+      "dist/bootstrap/first-stage-cache.js names no code cache file: the bench's steps no longer match it",
+    );
+  const useCache = flags['target-code-cache'] === true;
+  const program = coreStepsProgram(key, useCache);
   const steps: number[][] = [[], [], [], [], [], []];
   let cached = 0;
   for (let round = -1; round < ROUNDS; round++) {
@@ -543,9 +558,11 @@ async function coreSteps(exec: string[]): Promise<void> {
   }
   const names = [
     "the first stage's requires (net, vm)",
-    `reading the core's code cache (fs; V8 took it in ${cached} of ${ROUNDS})`,
+    useCache
+      ? `reading the core's code cache (fs; V8 took it in ${cached} of ${ROUNDS})`
+      : "reading the core's code cache (none: targetCodeCache is off)",
     'inflating the core',
-    'compiling the core (vm.Script, with the cache)',
+    useCache ? 'compiling the core (vm.Script, with the cache)' : 'compiling the core (vm.Script)',
     "the core's requires (os, url)",
     "running the core's module code",
   ];

@@ -100,25 +100,37 @@ const coreSource = `(function(require){${core};return __tendril})`;
 const deflated = deflateRawSync(Buffer.from(coreSource), { level: 9 });
 writeFileSync(join(out, 'core.deflate'), deflated);
 
-// First stage: minified, with the core's size and form left as a placeholder.
-// The key names the core's code cache on targets (see first-stage.js).
+// First stage: minified, with the core's size and form left as a
+// placeholder; two of them, the default without the part that looks for the
+// core's code cache on the target, and first-stage-cache.js with it (for
+// the Router's targetCodeCache). The key names that cache (see
+// first-stage.js).
 const coreKey = createHash('sha256').update(coreSource).digest('hex').slice(0, 16);
 const stageSource = readFileSync(join(root, 'bootstrap', 'first-stage.js'), 'utf8').replace(
   '__TENDRIL_CORE_KEY__',
   coreKey,
 );
-// Identifiers and whitespace are minified, but not syntax: that would turn
-// `false` into `!1`, and a `!` breaks csh-family login shells' quoting.
-const stage = (
-  await esbuild.transform(stageSource, {
-    minifyWhitespace: true,
-    minifyIdentifiers: true,
-    target,
-    supported: { 'template-literal': false },
-  })
-).code.trim();
-if (/[!\n']/.test(stage)) throw new Error(`the first stage must not contain ! or ' or a newline: ${stage}`);
-writeFileSync(join(out, 'first-stage.js'), `${stage}\n`);
+const CODE_CACHE_PART = /\n *\/\/ <code-cache>[^\n]*\n[\s\S]*?\n *\/\/ <\/code-cache>\n/;
+if (!CODE_CACHE_PART.test(stageSource)) throw new Error('first-stage.js has no <code-cache> part to leave out');
+const stages = {};
+for (const [file, source] of [
+  ['first-stage.js', stageSource.replace(CODE_CACHE_PART, '\n')],
+  ['first-stage-cache.js', stageSource],
+]) {
+  // Identifiers and whitespace are minified, but not syntax: that would turn
+  // `false` into `!1`, and a `!` breaks csh-family login shells' quoting.
+  const stage = (
+    await esbuild.transform(source, {
+      minifyWhitespace: true,
+      minifyIdentifiers: true,
+      target,
+      supported: { 'template-literal': false },
+    })
+  ).code.trim();
+  if (/[!\n']/.test(stage)) throw new Error(`the first stage must not contain ! or ' or a newline: ${stage}`);
+  writeFileSync(join(out, file), `${stage}\n`);
+  stages[file] = stage;
+}
 
 // The master: one ES module bundle instead of a hundred files, because Node's
 // module loader costs about a millisecond per file, more for a CommonJS
@@ -267,7 +279,8 @@ copyFileSync(join(root, 'bootstrap', 'askpass.sh'), join(out, 'askpass.sh'));
 chmodSync(join(out, 'askpass.sh'), 0o755);
 
 const sizes = {
-  firstStage: Buffer.byteLength(stage),
+  firstStage: Buffer.byteLength(stages['first-stage.js']),
+  firstStageCodeCache: Buffer.byteLength(stages['first-stage-cache.js']),
   core: Buffer.byteLength(coreSource),
   coreDeflated: deflated.length,
   connection: Buffer.byteLength(connection),
@@ -283,5 +296,5 @@ const sizes = {
 };
 writeFileSync(join(out, 'sizes.json'), `${JSON.stringify(sizes, null, 2)}\n`);
 console.log(
-  `bootstrap: first stage ${sizes.firstStage} B, core ${sizes.core} B (${sizes.coreDeflated} B deflated), connection ${sizes.connection} B (${sizes.connectionDeflated} B deflated), ssh ${sizes.ssh} B (${sizes.sshDeflated} B deflated), containers ${sizes.containers} B (${sizes.containersDeflated} B deflated), toolkit ${sizes.toolkit} B`,
+  `bootstrap: first stage ${sizes.firstStage} B (${sizes.firstStageCodeCache} B with the code cache part), core ${sizes.core} B (${sizes.coreDeflated} B deflated), connection ${sizes.connection} B (${sizes.connectionDeflated} B deflated), ssh ${sizes.ssh} B (${sizes.sshDeflated} B deflated), containers ${sizes.containers} B (${sizes.containersDeflated} B deflated), toolkit ${sizes.toolkit} B`,
 );

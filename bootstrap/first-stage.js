@@ -16,13 +16,16 @@
 // big-endian m, the core (n bytes), then m bytes of V8 code cache for it (m
 // is 0 when none is sent; V8 ignores a cache made by another Node build).
 //
-// With no cache from the parent and c set, the cache is looked for in this
-// account's cache directory (src/core/target-code-cache.ts writes it; V8
-// does not check a cache against tampering, so only a regular file owned by
-// this user and writable by nobody else is taken, opened non-blocking so a
-// FIFO planted there cannot hang the start). Only net, vm and (for that)
-// fs are loaded here, zlib only for a deflated core: on a Node without its
-// startup snapshot every built-in module costs the child's start.
+// With no cache from the parent and c set, the variant built for the
+// Router's targetCodeCache (first-stage-cache.js: bootstrap/build.mjs
+// leaves the <code-cache> part out of first-stage.js, so the default one
+// stays under 1 KiB) looks for the cache in this account's cache
+// directory (src/core/target-code-cache.ts writes it). V8 does not check a
+// cache against tampering, so only a regular file owned by this user and
+// writable by nobody else is taken, opened non-blocking so a FIFO planted
+// there cannot hang the start. Only net and vm are loaded here (fs for the
+// cache, zlib for a deflated core): on a Node without its startup snapshot
+// every built-in module costs the child's start.
 (() => {
   const p = process;
   const r = require;
@@ -57,37 +60,40 @@
     s.off('end', onEnd);
     const core = b.slice(0, n);
     const options = { filename: 'tendril:core' };
-    const e = p.env;
-    const home = e.XDG_CACHE_HOME || (e.HOME && e.HOME + '/.cache');
-    let path = '';
     if (m) options.cachedData = b.slice(n);
-    else if (c && home && home[0] === '/') {
-      let x = 0;
-      for (const ch of p.execPath) x = (x * 31 + ch.charCodeAt(0)) | 0;
-      path =
-        home + '/tendril/core-__TENDRIL_CORE_KEY__-' + p.version + '-' + p.arch + '-' + (x >>> 0).toString(36) + '.v8';
-      try {
-        const f = r('fs');
-        const d = f.openSync(path, f.constants.O_RDONLY | f.constants.O_NONBLOCK);
+    // <code-cache> (in first-stage-cache.js only, for the Router's targetCodeCache: see bootstrap/build.mjs)
+    else if (c) {
+      const e = p.env;
+      const home = e.XDG_CACHE_HOME || (e.HOME && e.HOME + '/.cache');
+      if (home && home[0] === '/') {
+        let x = 0;
+        for (const ch of p.execPath) x = (x * 31 + ch.charCodeAt(0)) | 0;
+        const path =
+          home + '/tendril/core-__TENDRIL_CORE_KEY__-' + p.version + '-' + p.arch + '-' + (x >>> 0).toString(36);
+        // Where the core writes a cache if there is none or V8 turns this one down (vm.Script ignores the key).
+        options.cacheFile = path + '.v8';
         try {
-          const st = f.fstatSync(d);
-          // 18 is 0o022: group or others may write.
-          if (st.isFile() && st.uid === p.geteuid() && (st.mode & 18) === 0 && st.size < 1 << 24) {
-            const data = Buffer.alloc(st.size);
-            if (f.readSync(d, data, 0, st.size, 0) === st.size) options.cachedData = data;
+          const f = r('fs');
+          const d = f.openSync(options.cacheFile, f.constants.O_RDONLY | f.constants.O_NONBLOCK);
+          try {
+            const st = f.fstatSync(d);
+            // 18 is 0o022: group or others may write.
+            if (st.isFile() && st.uid === p.geteuid() && (st.mode & 18) === 0 && st.size < 1 << 24) {
+              const data = Buffer.alloc(st.size);
+              if (f.readSync(d, data, 0, st.size, 0) === st.size) options.cachedData = data;
+            }
+          } finally {
+            f.closeSync(d);
           }
-        } finally {
-          f.closeSync(d);
+        } catch {
+          // No cache yet, or not one to trust: the core is compiled from source and a new cache written.
         }
-      } catch {
-        // No cache yet, or not one to trust: the core is compiled from source and a new cache written.
       }
     }
+    // </code-cache>
     const source = z ? r('zlib').inflateRawSync(core) : core;
     const script = new (r('vm').Script)(source + '', options);
-    // The cache to write once the core is up: none from the parent, and none or a stale one here.
-    const stale = path && (options.cachedData === undefined || script.cachedDataRejected) ? path : '';
-    script.runInThisContext()(r).boot(s, o, core, z, r, script, stale);
+    script.runInThisContext()(r).boot(s, o, core, z, r, script, options);
   };
   const onEnd = () => {
     p.stderr.write('tendril: stream closed after ' + got + ' bytes, before the ' + n + '-byte core had arrived\n');

@@ -2,7 +2,9 @@
 // elsewhere) and the V8 code cache of it that children keep in their
 // account's cache directory on the target (src/core/target-code-cache.ts,
 // bootstrap/first-stage.js): written once, used by the next child, and
-// never taken from a file someone else could have written.
+// never taken from a file someone else could have written. It is kept only
+// when the program asks (the Router's targetCodeCache): tendril writes
+// nothing on a target to start a context unless asked.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import {
@@ -38,7 +40,7 @@ describe("the core's code cache on targets", () => {
   let router: Router;
   let work: string;
   before(() => {
-    router = new Router();
+    router = new Router({ targetCodeCache: true });
     work = mkdtempSync(join(tmpdir(), 'tendril-code-cache-'));
     chmodSync(work, 0o755);
   });
@@ -167,14 +169,20 @@ describe("the core's code cache on targets", () => {
     assert.deepEqual(cacheFiles(shared), [], 'nothing was written into a directory anyone may write');
   });
 
-  test('targetCodeCache: false writes nothing and looks for nothing, in every descendant', async () => {
-    await using quiet = new Router({ targetCodeCache: false });
-    const home = newHome();
-    await startIn(home, quiet);
-    assert.deepEqual(readdirSync(home), [], 'no cache directory');
-    const middle = await quiet.local();
-    const below = await quiet.local({ via: middle });
-    assert.equal((await delivery(below))[2], 0, 'a grandchild is told not to use one either');
+  test('by default, and with targetCodeCache: false, nothing is written nor looked for, in every descendant', async () => {
+    for (const options of [{}, { targetCodeCache: false }]) {
+      await using quiet = new Router(options);
+      const home = newHome();
+      await startIn(home, quiet);
+      assert.deepEqual(readdirSync(home), [], `no cache directory with ${JSON.stringify(options)}`);
+      const middle = await quiet.local();
+      const below = await quiet.local({ via: middle });
+      assert.equal((await delivery(below))[2], 0, 'a grandchild is told not to use one either');
+    }
+    // And when asked, a grandchild is told to use one too.
+    const middle = await router.local();
+    assert.equal((await delivery(await router.local({ via: middle })))[2], 1);
+    await middle.shutdown();
     assert.throws(() => new Router({ targetCodeCache: 'no' as unknown as boolean }), /targetCodeCache/);
   });
 

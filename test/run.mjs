@@ -305,12 +305,6 @@ if (flags.quick) {
           .sort()
           .map((name) => join(built, name));
 }
-// Children keep the core's code cache in their account's cache directory
-// (the Router's targetCodeCache). The run's own write theirs into a
-// directory of the run's; the test-bed accounts' (test/support/testbed.ts,
-// named tendril-*) into their homes. Both go when the run ends.
-const cacheHome = mkdtempSync(join(tmpdir(), 'tendril-test-cache-'));
-env.XDG_CACHE_HOME = cacheHome;
 const result = spawnSync(
   process.execPath,
   [
@@ -323,21 +317,4 @@ const result = spawnSync(
   ],
   { stdio: 'inherit', cwd: root, env },
 );
-rmSync(cacheHome, { recursive: true, force: true });
-for (const home of testBedHomes()) rmSync(join(home, '.cache', 'tendril'), { recursive: true, force: true });
 process.exit(result.status ?? 1);
-
-/** Homes of the test bed's accounts (tendril-*). */
-function testBedHomes() {
-  let passwd = '';
-  try {
-    passwd = readFileSync('/etc/passwd', 'utf8');
-  } catch {
-    return [];
-  }
-  return passwd
-    .split('\n')
-    .map((line) => line.split(':'))
-    .filter((fields) => fields[0]?.startsWith('tendril-') && fields[5]?.startsWith('/home/'))
-    .map((fields) => fields[5]);
-}

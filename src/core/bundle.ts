@@ -17,9 +17,10 @@ export { core };
  * Starts the core in a child (see child.ts), with the core's namespace as
  * what tendril modules loaded later receive for `tendril:core`. Called by
  * the first stage with the stream's two sockets, the core's bytes as they
- * arrived, 1 when those are deflated (0 when they are the source), and,
- * when the core's code cache on the target is to be written, the core's
- * script and the cache's path.
+ * arrived, 1 when those are deflated (0 when they are the source), the
+ * core's script, and the options it was compiled with: the code cache it
+ * was given, and the cache file on the target the first stage looked for
+ * (`cacheFile`, only with the Router's targetCodeCache).
  */
 export function boot(
   input: net.Socket,
@@ -28,9 +29,11 @@ export function boot(
   deflated: number,
   requireFn: (id: string) => unknown,
   script?: vm.Script,
-  codeCachePath?: string,
+  compiled?: { cachedData?: Uint8Array; cacheFile?: string },
 ): void {
   const source = deflated ? CoreSource.fromDeflated(coreBytes) : CoreSource.fromSource(coreBytes);
-  const cache = script && codeCachePath ? { script, path: codeCachePath } : undefined;
-  bootWith(input, output, source, requireFn, core, cache);
+  // A cache to write once the core is up: the first stage looked on the target and found none, or V8 turned it down.
+  const cacheFile = compiled?.cacheFile;
+  const stale = script && cacheFile && (compiled?.cachedData === undefined || script.cachedDataRejected === true);
+  bootWith(input, output, source, requireFn, core, stale ? { script, path: cacheFile } : undefined);
 }

@@ -10,7 +10,7 @@ import { CoreSource } from '../core/core-source.js';
  */
 
 let root: string | undefined;
-let cache: { coreSource: CoreSource; firstStage: string } | undefined;
+let cache: { coreSource: CoreSource; firstStage: string; firstStageCodeCache: string } | undefined;
 
 /**
  * The built bootstrap folder, `dist/bootstrap/` of the installed package.
@@ -38,12 +38,13 @@ export function bootstrapDir(): string {
   return dir;
 }
 
-/** The core and the first stage template, read once. */
-export function bootstrapAssets(): { coreSource: CoreSource; firstStage: string } {
+/** The core and the first stage templates (without and with the code cache part), read once. */
+export function bootstrapAssets(): { coreSource: CoreSource; firstStage: string; firstStageCodeCache: string } {
   if (!cache) {
     cache = {
       coreSource: CoreSource.fromDeflated(readAsset('core.deflate')),
       firstStage: readAsset('first-stage.js').toString('utf8').trim(),
+      firstStageCodeCache: readAsset('first-stage-cache.js').toString('utf8').trim(),
     };
   }
   return cache;
