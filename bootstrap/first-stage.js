@@ -21,11 +21,13 @@
 // leaves the <code-cache> part out of first-stage.js, so the default one
 // stays under 1 KiB) looks for the cache in this account's cache
 // directory (src/core/target-code-cache.ts writes it). V8 does not check a
-// cache against tampering, so only a regular file owned by this user and
-// writable by nobody else is taken, opened non-blocking so a FIFO planted
-// there cannot hang the start. Only net and vm are loaded here (fs for the
-// cache, zlib for a deflated core): on a Node without its startup snapshot
-// every built-in module costs the child's start.
+// cache against tampering, so it is taken only from directories that are
+// this account's alone, from the home (or XDG_CACHE_HOME) down, and only a
+// regular file of this account's, with one link, that no one else may
+// write, opened without following a link and non-blocking (a FIFO cannot
+// hang the start). Only net and vm are loaded here (fs for the cache, zlib
+// for a deflated core): on a Node without its startup snapshot every
+// built-in module costs the child's start.
 (() => {
   const p = process;
   const r = require;
@@ -64,26 +66,33 @@
     // <code-cache> (in first-stage-cache.js only, for the Router's targetCodeCache: see bootstrap/build.mjs)
     else if (c) {
       const e = p.env;
-      const home = e.XDG_CACHE_HOME || (e.HOME && e.HOME + '/.cache');
-      if (home && home[0] === '/') {
+      const xdg = e.XDG_CACHE_HOME;
+      const root = xdg || e.HOME;
+      if (root && root[0] === '/') {
+        const dir = (xdg ? root : root + '/.cache') + '/tendril';
         let x = 0;
         for (const ch of p.execPath) x = (x * 31 + ch.charCodeAt(0)) | 0;
-        const path =
-          home + '/tendril/core-__TENDRIL_CORE_KEY__-' + p.version + '-' + p.arch + '-' + (x >>> 0).toString(36);
         // Where the core writes a cache if there is none or V8 turns this one down (vm.Script ignores the key).
-        options.cacheFile = path + '.v8';
+        options.cacheFile =
+          dir + '/core-__TENDRIL_CORE_KEY__-' + p.version + '-' + p.arch + '-' + (x >>> 0).toString(36) + '.v8';
         try {
           const f = r('fs');
-          const d = f.openSync(options.cacheFile, f.constants.O_RDONLY | f.constants.O_NONBLOCK);
-          try {
-            const st = f.fstatSync(d);
-            // 18 is 0o022: group or others may write.
-            if (st.isFile() && st.uid === p.geteuid() && (st.mode & 18) === 0 && st.size < 1 << 24) {
-              const data = Buffer.alloc(st.size);
-              if (f.readSync(d, data, 0, st.size, 0) === st.size) options.cachedData = data;
+          const k = f.constants;
+          const u = p.geteuid();
+          // This account's, and no one else may write it (18 is 0o022; a symlink, mode 0777, never is).
+          const own = (st) => st.uid === u && (st.mode & 18) === 0;
+          // Every directory from the root down, then the file itself, not followed if it is a link.
+          if (own(f.statSync(root)) && (xdg || own(f.lstatSync(root + '/.cache'))) && own(f.lstatSync(dir))) {
+            const d = f.openSync(options.cacheFile, k.O_RDONLY | k.O_NONBLOCK | k.O_NOFOLLOW);
+            try {
+              const st = f.fstatSync(d);
+              if (st.isFile() && own(st) && st.nlink === 1 && st.size < 1 << 24) {
+                const data = Buffer.alloc(st.size);
+                if (f.readSync(d, data, 0, st.size, 0) === st.size) options.cachedData = data;
+              }
+            } finally {
+              f.closeSync(d);
             }
-          } finally {
-            f.closeSync(d);
           }
         } catch {
           // No cache yet, or not one to trust: the core is compiled from source and a new cache written.

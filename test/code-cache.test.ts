@@ -11,9 +11,11 @@ import {
   chmodSync,
   chownSync,
   copyFileSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
+  readFileSync,
   rmSync,
   statSync,
   utimesSync,
@@ -22,8 +24,12 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import * as vm from 'node:vm';
+import { inflateRawSync } from 'node:zlib';
 import { type Context, Router } from 'tendril';
 import shellModule from './fixtures/user-method/shell.cjs';
+import { nodeBinary } from './support/nodes.js';
+import { ROOT } from './support/procs.js';
 
 const NOBODY = 65534;
 
@@ -70,10 +76,10 @@ describe("the core's code cache on targets", () => {
    * its own and the child looks in its cache directory; it answers a call
    * and stops.
    */
-  const startIn = async (home: string, on: Router = router): Promise<void> => {
+  const startIn = async (home: string, on: Router = router, nodePath = 'node'): Promise<void> => {
     const env: NodeJS.ProcessEnv = { ...process.env, HOME: home };
     delete env.XDG_CACHE_HOME;
-    const context = await on.local({ env, nodePath: 'node' });
+    const context = await on.local({ env, nodePath });
     assert.equal(await context.call(() => 6 * 7), 42);
     await context.shutdown();
   };
@@ -154,6 +160,47 @@ describe("the core's code cache on targets", () => {
     execFileSync('mkfifo', ['-m', '600', good.path]);
     await startIn(home);
     assert.ok(theCache(home).stats.isFile(), 'the FIFO was replaced by the cache');
+  });
+
+  test('a cache planted where another account may write never runs, though the file is this account’s and V8 would take it', async () => {
+    // What a user could leave for a root context whose HOME still names the user's home: a code
+    // cache of other code, of the core's length (all V8 compares of the source), that marks when it runs.
+    const marker = join(work, 'planted-cache-ran');
+    const core = inflateRawSync(readFileSync(join(ROOT, 'dist', 'bootstrap', 'core.deflate'))).toString();
+    const payload = `require('fs').writeFileSync(${JSON.stringify(marker)}, 'ran');`;
+    const planted = new vm.Script(`${payload}/*${'x'.repeat(core.length - payload.length - 4)}*/`, {
+      filename: 'tendril:core',
+    }).createCachedData();
+    const key = /core-([0-9a-f]{16})-/.exec(
+      readFileSync(join(ROOT, 'dist', 'bootstrap', 'first-stage-cache.js'), 'utf8'),
+    )?.[1];
+    let hash = 0;
+    for (const ch of process.execPath) hash = (hash * 31 + ch.charCodeAt(0)) | 0;
+    const name = `core-${key}-${process.version}-${process.arch}-${(hash >>> 0).toString(36)}.v8`;
+
+    const foreign = newHome();
+    mkdirSync(cacheDir(foreign), { recursive: true, mode: 0o700 });
+    writeFileSync(join(cacheDir(foreign), name), planted, { mode: 0o600 });
+    for (const dir of [foreign, join(foreign, '.cache'), cacheDir(foreign)]) chownSync(dir, NOBODY, NOBODY);
+    await startIn(foreign);
+    assert.ok(!existsSync(marker), 'the planted cache ran');
+
+    // The same file in a home of this account's is taken (so the test above can fail): the start fails, having run it.
+    const own = newHome();
+    mkdirSync(cacheDir(own), { recursive: true, mode: 0o700 });
+    writeFileSync(join(cacheDir(own), name), planted, { mode: 0o600 });
+    await assert.rejects(startIn(own));
+    assert.ok(existsSync(marker), 'a cache in this account’s own directory is taken as it is');
+  });
+
+  test('Node 12 writes and takes the cache too', async () => {
+    const home = newHome();
+    const node12 = nodeBinary(12);
+    await startIn(home, router, node12);
+    const first = theCache(home);
+    assert.match(first.path, /-v12\./);
+    await startIn(home, router, node12);
+    assert.equal(theCache(home).stats.ino, first.stats.ino, 'the second context took it');
   });
 
   test('nothing is written into a home this account does not own, nor into a cache directory others may write', async () => {

@@ -95,8 +95,8 @@ export interface ConnectionMethod<Options> {
   readonly sameMachine?: boolean;
   /**
    * True when the stream to the child stays on this machine (a pipe, a
-   * local daemon's socket), so the core is sent as it is (about 140 KB)
-   * instead of deflated (about 45 KB): the child then skips loading zlib
+   * local daemon's socket), so the core is sent as it is (about 145 KB)
+   * instead of deflated (about 50 KB): the child then skips loading zlib
    * and inflating, about 3 ms of its start. Unset or false: deflated, as a
    * stream that may cross a network needs.
    */

@@ -2,8 +2,8 @@ import { deflateRawSync, inflateRawSync } from 'node:zlib';
 
 /**
  * The core's source, in the two forms a parent sends it to a child in:
- * deflated (raw deflate, about 45 KB) where the stream may cross a network,
- * and as it is (about 140 KB) where it stays on one machine, so the child
+ * deflated (raw deflate, about 50 KB) where the stream may cross a network,
+ * and as it is (about 145 KB) where it stays on one machine, so the child
  * neither loads zlib nor inflates (together about 3 ms of a child's start
  * on a Node without its startup snapshot). A context holds the form it was
  * started with and makes the other on first use.

@@ -1,20 +1,19 @@
 /**
  * The core's V8 code cache kept on a target, in the cache directory of the
  * account a child runs as (`$XDG_CACHE_HOME/tendril`, else
- * `~/.cache/tendril`). The first stage reads it (bootstrap/first-stage.js);
- * this writes it, once the child is up, when there was none or V8 turned
- * the one there down. A child that has it skips compiling the core and
- * most of what V8 compiles lazily while the core starts: about 9 ms of a
- * child's start on Debian's Node 18, more on a Node with a startup
- * snapshot, where the core is most of what is left.
+ * `~/.cache/tendril`), when the Router's targetCodeCache asks for it. The
+ * first stage reads it (bootstrap/first-stage-cache.js); this writes it,
+ * once the child is up, when there was none or V8 turned the one there
+ * down. A child that has it skips compiling the core and most of what V8
+ * compiles lazily while the core starts: about 5 ms of a child's start on
+ * Debian's Node 18.
  *
  * V8 does not check a code cache against tampering: whoever can write the
- * file decides what the next child runs. So it is written only into a
- * directory this account owns and nobody else may write, under a home or
- * XDG_CACHE_HOME it owns (never into another account's home that HOME
- * still points to after sudo or su), as a file of mode 0600 put in place
- * by rename; the first stage takes only a regular file owned by this
- * account that nobody else may write.
+ * file decides what the next child runs. So every directory from the home
+ * (or XDG_CACHE_HOME) down must be this account's, and writable by no one
+ * else (never another account's home that HOME still points to after sudo
+ * or su), and the file is written with mode 0600 and put in place by
+ * rename. The first stage applies the same rule before it reads.
  */
 import * as fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
@@ -38,26 +37,35 @@ export function writeTargetCodeCache(script: vm.Script, path: string, onSkip: (w
     }
     const data = script.createCachedData();
     temp = `${path}.${process.pid}.tmp`;
-    fs.rmSync(temp, { force: true });
+    removeIfThere(temp);
     const fd = fs.openSync(temp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o600);
     try {
-      fs.writeSync(fd, data);
+      for (let written = 0; written < data.length; ) written += fs.writeSync(fd, data, written);
     } finally {
       fs.closeSync(fd);
     }
     fs.renameSync(temp, path);
     temp = undefined;
-    prune(dirname(path), basename(path));
   } catch (error) {
     onSkip((error as Error).message);
+    return;
   } finally {
-    if (temp !== undefined) fs.rmSync(temp, { force: true });
+    try {
+      if (temp !== undefined) removeIfThere(temp);
+    } catch {
+      // Pruned by a later writer (prune below).
+    }
+  }
+  try {
+    prune(dirname(path), basename(path));
+  } catch {
+    // The cache is in place; what could not be pruned now will be by a later writer.
   }
 }
 
 /**
- * Why the cache may not go to `path`, after making its directory (mode
- * 0700) where it may; undefined when it may.
+ * Why the cache may not go to `path`, after making its directories (mode
+ * 0700) where they are missing; undefined when it may.
  */
 function whyNot(path: string): string | undefined {
   const euid = process.geteuid?.();
@@ -66,24 +74,47 @@ function whyNot(path: string): string | undefined {
   const base = dirname(dir);
   // XDG_CACHE_HOME itself, or the home that holds .cache (see the first stage).
   const root = process.env.XDG_CACHE_HOME ? base : dirname(base);
-  if (!ownedAndClosed(root, euid, false)) return `${root} is not a directory of this account's (uid ${euid})`;
+  if (!closed(fs.statSync(root), euid)) return `${root} is not this account's alone (uid ${euid})`;
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-  if (!ownedAndClosed(dir, euid, true)) return `${dir} is not this account's own, or others may write it`;
+  for (const below of root === base ? [dir] : [base, dir]) {
+    if (!closed(fs.lstatSync(below), euid)) return `${below} is not this account's alone (uid ${euid})`;
+  }
   return undefined;
 }
 
-/** Whether `path` is a directory owned by `uid` (and, when `closed`, that neither group nor others may write). */
-function ownedAndClosed(path: string, uid: number, closed: boolean): boolean {
-  const stats = fs.lstatSync(path);
-  return stats.isDirectory() && stats.uid === uid && (!closed || (stats.mode & 0o022) === 0);
+/** Whether `stats` are of a directory owned by `uid` that neither group nor others may write. */
+function closed(stats: fs.Stats, uid: number): boolean {
+  return stats.isDirectory() && stats.uid === uid && (stats.mode & 0o022) === 0;
 }
 
-/** Keeps the newest `KEPT_CODE_CACHES` caches in `dir` (`kept` among them), so old tendril versions' go. */
+/** Temporary files a child killed while writing left behind are removed after this long, in ms. */
+const STALE_TEMPORARY = 10 * 60_000;
+
+/**
+ * Keeps the newest `KEPT_CODE_CACHES` caches in `dir` (`kept` among them),
+ * so old tendril versions' go, and removes temporary files of writers that
+ * died.
+ */
 function prune(dir: string, kept: string): void {
-  const caches = fs
-    .readdirSync(dir)
+  const names = fs.readdirSync(dir);
+  const now = Date.now();
+  for (const name of names) {
+    if (/^core-.*\.v8\.\d+\.tmp$/.test(name) && now - fs.statSync(join(dir, name)).mtimeMs > STALE_TEMPORARY) {
+      removeIfThere(join(dir, name));
+    }
+  }
+  const caches = names
     .filter((name) => /^core-.*\.v8$/.test(name) && name !== kept)
     .map((name) => ({ name, mtime: fs.statSync(join(dir, name)).mtimeMs }))
     .sort((a, b) => b.mtime - a.mtime);
-  for (const { name } of caches.slice(KEPT_CODE_CACHES - 1)) fs.rmSync(join(dir, name), { force: true });
+  for (const { name } of caches.slice(KEPT_CODE_CACHES - 1)) removeIfThere(join(dir, name));
+}
+
+/** Removes `path` if it is there (fs.rmSync is not in Node 12). */
+function removeIfThere(path: string): void {
+  try {
+    fs.unlinkSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
 }

@@ -109,10 +109,13 @@ export interface RouterOptions {
    * (`$XDG_CACHE_HOME/tendril`, else `~/.cache/tendril`; mode 0700, at most
    * 8 files of about 250 KB, one per tendril version and Node binary), so
    * later contexts there start without compiling the core: about 5 ms less
-   * on Debian's Node 18. It is written only into a directory that account
-   * owns and nobody else may write, and read only from a file that account
-   * owns and nobody else may write. Every descendant follows it. Default
-   * false: tendril writes nothing on a target to start a context.
+   * on Debian's Node 18. It is written and read only where every directory
+   * from the home (or XDG_CACHE_HOME) down is that account's and nobody
+   * else may write it, and read only from a regular file of that account's
+   * that nobody else may write. Code running as that account can change
+   * what its later contexts run (as it can by changing its Node). Every
+   * descendant follows it. Default false: tendril writes nothing on a
+   * target to start a context.
    */
   targetCodeCache?: boolean;
 }
