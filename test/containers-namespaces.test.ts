@@ -5,7 +5,7 @@
 // unpacked into a directory. Each failure as its typed error quoting the
 // tool, an account that is not root included, and both via an ssh context.
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, readdirSync, readlinkSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
@@ -268,8 +268,30 @@ describe('setns and chroot', () => {
         await assert.rejects(router.chroot({ path: tree }), (error: unknown) => {
           assert.ok(error instanceof InterpreterError, String(error));
           assert.match(error.message, /context 'chroot:[^']+'.*no Node\.js interpreter found .*tried node, nodejs/s);
+          // What the shell found the target to be, and what to do.
+          assert.match(
+            error.message,
+            /the target is Linux x86_64, Debian GNU\/Linux 12 \(bookworm\), glibc 2\.\d+: install Node there \(12 or newer\) or set nodePath/,
+          );
           return true;
         });
+        // The tree as the shell would see a musl system (no musl userland is at hand here): no
+        // glibc to ask (getconf), and musl's loader in /lib.
+        renameSync(join(tree, 'usr/bin/getconf'), join(tree, 'usr/bin/getconf.away'));
+        writeFileSync(join(tree, 'lib/ld-musl-x86_64.so.1'), '');
+        try {
+          await assert.rejects(router.chroot({ path: tree }), (error: unknown) => {
+            assert.ok(error instanceof InterpreterError, String(error));
+            assert.match(
+              error.message,
+              /the target is Linux x86_64, Debian GNU\/Linux 12 \(bookworm\), musl: no official Node\.js build exists for musl, so install Node with its package manager \(apk add nodejs on Alpine\)/,
+            );
+            return true;
+          });
+        } finally {
+          rmSync(join(tree, 'lib/ld-musl-x86_64.so.1'));
+          renameSync(join(tree, 'usr/bin/getconf.away'), join(tree, 'usr/bin/getconf'));
+        }
       } finally {
         renameSync(join(tree, 'usr/bin/node.away'), join(tree, 'usr/bin/node'));
       }

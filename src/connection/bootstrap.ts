@@ -380,7 +380,7 @@ function explain(transport: Transport, name: string, tried: string, what: string
   if (
     /tendril: no Node\.js interpreter found|is too old; Node 12|: (?:exec: )?[^:\n]*node[^:\n]*: not found/.test(output)
   ) {
-    return new InterpreterError(name, `no usable Node.js interpreter (${what})`, output);
+    return new InterpreterError(name, `no usable Node.js interpreter (${what})${remedy(output)}`, output);
   }
   // 127 is a shell's "command not found". Some tools (podman exec, kubectl exec) can drop what a
   // process printed when it ended at once with input pending, so the status is all there is.
@@ -392,6 +392,20 @@ function explain(transport: Transport, name: string, tried: string, what: string
     );
   }
   return new BootstrapError(name, what, output);
+}
+
+/**
+ * What to do about a target without Node, after what the shell found it
+ * to be (`the target: Linux x86_64, Alpine Linux v3.20, musl`, see
+ * shell.ts); empty when it did not say.
+ */
+function remedy(output: string): string {
+  const target = /; the target: ([^\n]*)/.exec(output)?.[1];
+  if (target === undefined) return '';
+  if (/, musl$/.test(target)) {
+    return `; the target is ${target}: no official Node.js build exists for musl, so install Node with its package manager (apk add nodejs on Alpine) or set nodePath to one`;
+  }
+  return `; the target is ${target}: install Node there (12 or newer) or set nodePath to one`;
 }
 
 /** Kills and reaps a child that failed to start. */

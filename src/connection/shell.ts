@@ -35,10 +35,23 @@ export function describeCandidates(candidates: readonly string[] = NODE_CANDIDAT
   return candidates.join(', ').replace(/"/g, '');
 }
 
-/** Shell script that execs the first Node found among `candidates` with "$@", or says what it tried. */
+/**
+ * What the target is, for the message when it has no Node: kernel and
+ * machine (`uname -s -m`), the distribution's PRETTY_NAME, and the C
+ * library (glibc and its version, or musl, whose loader is
+ * /lib/ld-musl-<arch>.so.1), e.g. `Linux x86_64, Debian GNU/Linux 12
+ * (bookworm), glibc 2.36`. Run only when no Node was found.
+ */
+const PLATFORM =
+  'l=$(getconf GNU_LIBC_VERSION 2>/dev/null) || l=; for f in /lib/ld-musl-*.so.1; do [ -z "$l" ] && [ -e "$f" ] && l=musl; done; ' +
+  `o=$(sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"'); ` +
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the shell's parameter expansion, not a template
+  'p="$(uname -s) $(uname -m)${o:+, $o}, ${l:-an unknown C library}"';
+
+/** Shell script that execs the first Node found among `candidates` with "$@", or says what it tried and what the target is. */
 function discover(candidates: readonly string[]): string {
   const tried = describeCandidates(candidates);
-  return `${MOVE_STREAM}; for n in ${candidates.join(' ')}; do if command -v "$n" >/dev/null 2>&1; then exec "$n" "$@"; fi; done; echo "tendril: no Node.js interpreter found on $(hostname) for user $(id -un) with PATH=$PATH; tried ${tried}" >&2; exit 127`;
+  return `${MOVE_STREAM}; for n in ${candidates.join(' ')}; do if command -v "$n" >/dev/null 2>&1; then exec "$n" "$@"; fi; done; ${PLATFORM}; echo "tendril: no Node.js interpreter found on $(hostname) for user $(id -un) with PATH=$PATH; tried ${tried}; the target: $p" >&2; exit 127`;
 }
 
 /** Shell script that execs "$@" (an explicit interpreter command) with the stream moved. */
