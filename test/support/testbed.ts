@@ -13,6 +13,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  realpathSync,
   renameSync,
   rmSync,
   statSync,
@@ -304,9 +305,14 @@ function freePort(): Promise<number> {
 /** Bytes of sshd's log a test bed keeps. */
 const MAX_SSHD_LOG = 1024 * 1024;
 
-/** Starts sshd with `config`; resolves once it listens on `port`, rejects with its log if it exits first. */
-async function startSshd(config: string, port: number): Promise<ChildProcess> {
-  const sshd = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+/**
+ * Starts sshd with `config` (after `wrapper`, a command that execs its
+ * arguments); resolves once it listens on `port`, rejects with its log if
+ * it exits first.
+ */
+async function startSshd(config: string, port: number, wrapper: string[] = []): Promise<ChildProcess> {
+  const argv = [...wrapper, '/usr/sbin/sshd', '-D', '-e', '-f', config];
+  const sshd = spawn(argv[0] as string, argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
   const log: string[] = [];
   await new Promise<void>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
@@ -322,12 +328,54 @@ async function startSshd(config: string, port: number): Promise<ChildProcess> {
   return sshd;
 }
 
-/** Starts the test bed: accounts, keys, and an sshd on a free port of 127.0.0.1. */
-export async function startTestbed(): Promise<Testbed> {
+/** Where a shell looks for `node` and `nodejs` without a profile: sshd's PATH and the usual prefixes. */
+const NODE_PLACES = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin', '/snap/bin'];
+
+/**
+ * A command that execs its arguments in a mount namespace of their own
+ * where every directory of `NODE_PLACES` that holds `node` or `nodejs` is
+ * an overlay whose upper layer deletes them (whiteouts), so nothing
+ * started under it finds Node without being told where one is. The
+ * overlays' layers live in `dir`.
+ */
+function withoutNode(dir: string): string[] {
+  const byDirectory = new Map<string, Set<string>>();
+  for (const place of NODE_PLACES) {
+    for (const name of ['node', 'nodejs']) {
+      if (!existsSync(join(place, name))) continue;
+      const real = realpathSync(place);
+      byDirectory.set(real, (byDirectory.get(real) ?? new Set()).add(name));
+    }
+  }
+  const mounts: string[] = [];
+  let n = 0;
+  for (const [directory, names] of byDirectory) {
+    const upper = join(dir, 'nodeless', `upper${n}`);
+    const work = join(dir, 'nodeless', `work${n++}`);
+    mkdirSync(upper, { recursive: true });
+    mkdirSync(work, { recursive: true });
+    // A whiteout: a character device 0/0 in the upper layer hides the name below it.
+    for (const name of names) run('mknod', [join(upper, name), 'c', '0', '0']);
+    mounts.push(`mount -t overlay overlay -o lowerdir=${directory},upperdir=${upper},workdir=${work} ${directory}`);
+  }
+  const check =
+    'for n in node nodejs; do if command -v "$n" >/dev/null; then echo "tendril test bed: $n is still visible at $(command -v "$n")" >&2; exit 1; fi; done';
+  const script = `set -e; ${mounts.join('; ')}; set +e; ${check}; exec "$@"`;
+  return ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh'];
+}
+
+/**
+ * Starts the test bed: accounts, keys, and an sshd on a free port of
+ * 127.0.0.1. With `withoutNode`, the sshd runs where the host's Node is
+ * hidden (see `withoutNode`): every session it serves sees no Node, as on
+ * a host that has none (`nodePath` can still name one elsewhere).
+ */
+export async function startTestbed(options: { withoutNode?: boolean } = {}): Promise<Testbed> {
   requireRoot();
   const accounts = whileLocked(ensureAccounts);
   const dir = mkdtempSync(join(tmpdir(), 'tendril-testbed-'));
   chmodSync(dir, 0o755);
+  const wrapper = options.withoutNode ? withoutNode(dir) : [];
   const hostKey = join(dir, 'ssh_host_ed25519_key');
   run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', hostKey]);
   const keyFile = join(dir, 'id_ed25519');
@@ -376,7 +424,7 @@ export async function startTestbed(): Promise<Testbed> {
     const port = await freePort();
     writeFileSync(config, sshdConfig(port));
     try {
-      started = { sshd: await startSshd(config, port), port };
+      started = { sshd: await startSshd(config, port, wrapper), port };
     } catch (error) {
       if (attempt >= 5 || !/Address already in use/.test((error as Error).message)) throw error;
     }
