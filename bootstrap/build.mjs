@@ -144,9 +144,10 @@ for (const [file, source] of [
 // msgpackr the children use (its Node entry loads an optional native addon,
 // which costs more to load than it saves on tendril's small messages).
 // Those loaded only on demand stay packages: ssh2 (and its native addons),
+// semver and ssri (the runtime store, for targets without Node),
 // esbuild, the function parser, the module lexer; and `debug`, which must be
 // the program's own copy, is loaded on first use (see master-debug.mjs).
-const LAZY_PACKAGES = ['ssh2', 'esbuild', 'acorn', 'eslint-scope', 'es-module-lexer', 'debug'];
+const LAZY_PACKAGES = ['ssh2', 'esbuild', 'acorn', 'eslint-scope', 'es-module-lexer', 'debug', 'semver', 'ssri'];
 const masterDebug = {
   name: 'master-debug',
   setup(build) {

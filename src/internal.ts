@@ -54,6 +54,7 @@ export { MessageSwitch, ROUTER_SWITCH, type RouterWarning } from './core/switch.
 export { DEFAULT_HIGH_WATER_MARK } from './core/window.js';
 export { IdAllocator, SUBTREE_ID_QUOTA } from './master/id-allocator.js';
 export { renameDynamicImports } from './master/module-source.js';
+export { RUNTIME_ARCHES, RuntimeFetchError, RuntimeStore } from './master/runtime-store.js';
 export { Context } from './toolkit/context.js';
 export { receiveInto, type SinkOptions } from './toolkit/files/sink.js';
 export { fetchedFrom } from './toolkit/files/transfer.js';
