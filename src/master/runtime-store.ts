@@ -13,7 +13,7 @@
  */
 import { execFile } from 'node:child_process';
 import { createReadStream } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -193,10 +193,10 @@ export class RuntimeStore {
     const temp = `${base}.${process.pid}.${Date.now()}`;
     if (move) {
       await rename(tarball, `${temp}.tgz`);
-      await chmod(`${temp}.tgz`, 0o600);
     } else {
-      await writeFile(`${temp}.tgz`, await readFile(tarball), { mode: 0o600 });
+      await copyFile(tarball, `${temp}.tgz`);
     }
+    await chmod(`${temp}.tgz`, 0o600);
     await writeFile(`${temp}.json`, JSON.stringify({ ...record, bytes }), { mode: 0o600 });
     await rename(`${temp}.tgz`, `${base}.tgz`);
     await rename(`${temp}.json`, `${base}.json`);
