@@ -65,14 +65,18 @@ const EXACT = /^\d+\.\d+\.\d+$/;
 
 /** The master's store of Node runtimes (see the module's comment). */
 export class RuntimeStore {
+  /** Where the tarballs are kept. */
+  readonly directory: string;
+  private readonly npm: string;
+
   /**
    * @param directory where the tarballs are kept. Default `defaultRuntimeDirectory()`.
    * @param npm the npm CLI to fetch with. Default `'npm'` from PATH.
    */
-  constructor(
-    readonly directory: string = defaultRuntimeDirectory(),
-    private readonly npm: string = 'npm',
-  ) {}
+  constructor(directory: string = defaultRuntimeDirectory(), npm = 'npm') {
+    this.directory = directory;
+    this.npm = npm;
+  }
 
   /**
    * The newest runtime matching `version` for `arch`: an exact version
