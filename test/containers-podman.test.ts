@@ -112,7 +112,6 @@ describe('podman', () => {
       assert.ok(error instanceof InterpreterError, String(error));
       assert.match(error.message, /context 'podman:nonode@[^']+'/);
       assert.match(error.message, /no Node\.js interpreter found .*tried node, nodejs/s);
-      assert.match(error.message, /the target is Linux x86_64, Debian GNU\/Linux 12 \(bookworm\), glibc 2\.\d+/);
       return true;
     });
   });
