@@ -1,8 +1,8 @@
+import { randomFillSync } from 'node:crypto';
 import type { TendrilError } from './errors.js';
 import { MAX_ID, type Message } from './message.js';
 import type { Policy } from './policy.js';
 import { FIRST_DYNAMIC_HANDLE } from './protocol/handles.js';
-import { fillRandom } from './random.js';
 import type { Stream } from './stream.js';
 
 /** Options of `MessageSwitch.addHandler`. */
@@ -126,10 +126,15 @@ export class HandlerTable {
 
 const randomPool = new Uint32Array(256);
 let randomLeft = 0;
-/** A random 32-bit integer, from a pool refilled by the CSPRNG. */
+/**
+ * A random 32-bit integer, from a pool refilled by the CSPRNG. In children
+ * node:crypto loads when the first handle is drawn (LAZY_IN_CHILDREN in
+ * bootstrap/build.mjs): on a Node without its startup snapshot it costs
+ * about 5 ms, which no child should pay while it starts.
+ */
 function randomUint32(): number {
   if (randomLeft === 0) {
-    fillRandom(randomPool);
+    randomFillSync(randomPool);
     randomLeft = randomPool.length;
   }
   return randomPool[--randomLeft] as number;
