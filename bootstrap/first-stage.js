@@ -10,13 +10,12 @@
 // fd 3 is the stream from the parent; fd 4 the stream to it (see
 // src/connection/first-stage.ts). It first writes `tendril:1\n` on fd 4, so
 // a parent that had to answer password prompts knows the interpreter is
-// running. The parent fills in [n, z, c]: n, the byte count of the core; z,
-// 1 when the core comes deflated, 0 when it comes as source; c, 1 when the
-// core's code cache may be kept on the target. It sends: a 4-byte
+// running. The parent fills in [n, z]: n, the byte count of the core; z, 1
+// when the core comes deflated, 0 when it comes as source. It sends: a 4-byte
 // big-endian m, the core (n bytes), then m bytes of V8 code cache for it (m
 // is 0 when none is sent; V8 ignores a cache made by another Node build).
 //
-// With no cache from the parent and c set, the variant built for the
+// With no cache from the parent, the variant built for the
 // Router's targetCodeCache (first-stage-cache.js: bootstrap/build.mjs
 // leaves the <code-cache> part out of first-stage.js, so the default one
 // stays under 1 KiB) looks for the cache in this account's cache
@@ -35,7 +34,7 @@
     p.stderr.write('tendril: Node ' + p.version + ' at ' + p.execPath + ' is too old; Node 12 or newer is needed\n');
     p.exit(1);
   }
-  const [n, z, c] = __TENDRIL_CORE__;
+  const [n, z] = __TENDRIL_CORE__;
   const net = r('net');
   // writable: false keeps Node from shutting down this read-only pipe.
   const s = new net.Socket({ fd: 3, writable: false });
@@ -64,7 +63,7 @@
     const options = { filename: 'tendril:core' };
     if (m) options.cachedData = b.slice(n);
     // <code-cache> (in first-stage-cache.js only, for the Router's targetCodeCache: see bootstrap/build.mjs)
-    else if (c) {
+    else {
       const e = p.env;
       const xdg = e.XDG_CACHE_HOME;
       const root = xdg || e.HOME;

@@ -33,13 +33,17 @@ import { ROOT } from './support/procs.js';
 
 const NOBODY = 65534;
 
-/** How the child's first stage says the core came: `[bytes, deflated, codeCache]`. */
-function delivery(context: Context): Promise<number[]> {
-  return context.call(() => {
+/**
+ * How the child's first stage says the core came, `[bytes, deflated]`, and
+ * whether it is the variant that looks for a code cache on the target.
+ */
+async function delivery(context: Context): Promise<{ bytes: number; deflated: number; looksForCache: boolean }> {
+  const [bytes, deflated, looksForCache] = await context.call(() => {
     const stage = process.execArgv[process.execArgv.indexOf('-e') + 1] ?? '';
-    const found = /=\[(\d+),([01]),([01])\]/.exec(stage);
-    return found ? found.slice(1).map(Number) : [];
+    const found = /=\[(\d+),([01])\]/.exec(stage);
+    return [Number(found?.[1]), Number(found?.[2]), stage.includes('cacheFile')] as const;
   });
+  return { bytes, deflated, looksForCache };
 }
 
 describe("the core's code cache on targets", () => {
@@ -93,19 +97,17 @@ describe("the core's code cache on targets", () => {
 
   test('children on this machine get the core as source, others deflated, and a child started either way starts the other', async () => {
     const local = await router.local();
-    const [sourceBytes, localDeflated] = await delivery(local);
+    const { bytes: sourceBytes, deflated: localDeflated } = await delivery(local);
     assert.equal(localDeflated, 0, 'a local child gets the source');
     // A user's method says nothing about where its stream goes: deflated.
     const far = await router.connect(shellModule.shell, { via: local });
-    const [deflatedBytes, farDeflated] = await delivery(far);
+    const { bytes: deflatedBytes, deflated: farDeflated } = await delivery(far);
     assert.equal(farDeflated, 1, 'a child started through a method of unknown reach gets it deflated');
-    assert.ok(
-      (deflatedBytes as number) < (sourceBytes as number) / 2,
-      `${deflatedBytes} bytes deflated, ${sourceBytes} as source`,
-    );
+    assert.ok(deflatedBytes < sourceBytes / 2, `${deflatedBytes} bytes deflated, ${sourceBytes} as source`);
     // That child came from one that had only the source: it deflated the core itself; and from the deflated one, the source again.
     const near = await router.local({ via: far });
-    assert.deepEqual((await delivery(near)).slice(0, 2), [sourceBytes, 0]);
+    const again = await delivery(near);
+    assert.deepEqual([again.bytes, again.deflated], [sourceBytes, 0]);
     await local.shutdown();
   });
 
@@ -224,11 +226,11 @@ describe("the core's code cache on targets", () => {
       assert.deepEqual(readdirSync(home), [], `no cache directory with ${JSON.stringify(options)}`);
       const middle = await quiet.local();
       const below = await quiet.local({ via: middle });
-      assert.equal((await delivery(below))[2], 0, 'a grandchild is told not to use one either');
+      assert.equal((await delivery(below)).looksForCache, false, 'a grandchild does not look for one either');
     }
     // And when asked, a grandchild is told to use one too.
     const middle = await router.local();
-    assert.equal((await delivery(await router.local({ via: middle })))[2], 1);
+    assert.equal((await delivery(await router.local({ via: middle }))).looksForCache, true);
     await middle.shutdown();
     assert.throws(() => new Router({ targetCodeCache: 'no' as unknown as boolean }), /targetCodeCache/);
   });

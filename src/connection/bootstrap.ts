@@ -229,7 +229,6 @@ async function startChild<O extends CommonOptions>(
       firstStage: runtime.firstStage,
       moduleBase: runtime.moduleBase,
       preferTargetModules: options.preferTargetModules === true,
-      targetCodeCache: runtime.targetCodeCache,
     };
     const reply = await Promise.race([
       router.request(ids.id, BOOT_SPEC.handle, encode(config), { what: 'bootstrap' }),
@@ -303,11 +302,7 @@ async function launch<O extends CommonOptions>(
     // Deflated unless the stream is known to stay on this machine (see ConnectionMethod.localStream).
     const local = method.localStream?.(options) === true;
     const core = local ? runtime.coreSource.source : runtime.coreSource.deflated;
-    const stage = firstStage(runtime.firstStage, {
-      size: core.length,
-      deflated: !local,
-      codeCache: runtime.targetCodeCache,
-    });
+    const stage = firstStage(runtime.firstStage, { size: core.length, deflated: !local });
     const starting = Promise.resolve().then(() =>
       method.start(bootstrapArgv(node, stage, options.nodeCandidates), options, session),
     );

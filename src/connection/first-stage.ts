@@ -9,16 +9,20 @@ export interface CoreDelivery {
   readonly size: number;
   /** Deflated, or the source as it is. */
   readonly deflated: boolean;
-  /** Whether the child may look for, and write, the core's code cache in its account's cache directory. */
-  readonly codeCache: boolean;
 }
 
 /** What the first stage writes on fd 4 once it runs: the parent may now send the core. */
 export const HELLO = 'tendril:1\n';
 
-/** The first stage with how the core comes filled in (`[size, deflated, codeCache]`, the flags as 1 or 0). */
+/**
+ * The first stage with how the core comes filled in (`[size, deflated]`,
+ * the flag as 1 or 0). Whether the child looks for the core's code cache
+ * on its target is the template's: the Router picks the variant with that
+ * part for its targetCodeCache, and every context passes on the one it was
+ * started with.
+ */
 export function firstStage(template: string, core: CoreDelivery): string {
-  return template.replace(CORE_PLACEHOLDER, `[${core.size},${core.deflated ? 1 : 0},${core.codeCache ? 1 : 0}]`);
+  return template.replace(CORE_PLACEHOLDER, `[${core.size},${core.deflated ? 1 : 0}]`);
 }
 
 /**

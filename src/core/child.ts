@@ -127,7 +127,6 @@ function start(
     coreSource,
     codeCache: codeCacheForChildren(coreSource, requireFn),
     firstStage: config.firstStage,
-    targetCodeCache: config.targetCodeCache === true,
     debugNamespaces: config.debug,
     moduleBase: config.moduleBase,
     onChildLog: (record) => forwardLog(router, record),

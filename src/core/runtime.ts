@@ -25,10 +25,13 @@ export interface Runtime {
    * children running that same binary; undefined when none could be made.
    */
   codeCache(): Uint8Array | undefined;
-  /** The first stage's source, with placeholders for the core's byte count and form (see connection/first-stage.ts). */
+  /**
+   * The first stage's source, with a placeholder for the core's byte count
+   * and form (see connection/first-stage.ts): the variant that looks for the
+   * core's code cache on the target when the Router's targetCodeCache asked
+   * for it, passed on to every descendant.
+   */
   readonly firstStage: string;
-  /** Whether children may keep the core's code cache on their target (the Router's `targetCodeCache`). */
-  readonly targetCodeCache: boolean;
   /** `debug` namespaces enabled in the master, passed on to new children. */
   readonly debugNamespaces: string;
   /** Directory (on the master) shipped functions resolve `require()` from by default. */

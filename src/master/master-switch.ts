@@ -227,7 +227,6 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
       codeCache: codeCacheForChildren(assets.coreSource, createRequire(import.meta.url)),
       // Children inherit the template (BOOT): the one that looks for a cache on the target only when asked.
       firstStage: options.targetCodeCache === true ? assets.firstStageCodeCache : assets.firstStage,
-      targetCodeCache: options.targetCodeCache === true,
       debugNamespaces: process.env.DEBUG ?? '',
       moduleBase: baseDirectory(this.base),
       onChildLog: (record) => this.emitLog(record),

@@ -26,8 +26,6 @@ export interface BootConfig {
   moduleBase: string;
   /** Prefer packages installed on the target over shipping the master's copy. */
   preferTargetModules: boolean;
-  /** Whether the core's code cache may be kept on targets (the Router's `targetCodeCache`; absent: false). */
-  targetCodeCache?: boolean;
 }
 
 /** The reply to BOOT and to CONNECT: the new context's identity. */
