@@ -22,6 +22,7 @@ import {
   UnknownUserError,
 } from 'tendril';
 import {
+  assertNoContextLeft,
   DockerBed,
   exerciseContext,
   IMAGE_USER,
@@ -86,7 +87,7 @@ describe('docker', () => {
         'the context runs in the container (seen there before it shuts down)',
       );
       await context.shutdown();
-      assert.deepEqual(tendrilProcessesIn(inWeb), [], 'no process of the context is left in the container');
+      assertNoContextLeft(inWeb);
     });
 
     test(`${label}: failures are typed errors quoting docker`, async () => {

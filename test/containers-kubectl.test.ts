@@ -23,7 +23,7 @@ import {
   Router,
   ToolNotFoundError,
 } from 'tendril';
-import { CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed, tendrilProcessesIn } from './support/containers.js';
+import { assertNoContextLeft, CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed } from './support/containers.js';
 import { sshLogin, startTestbed } from './support/testbed.js';
 
 const MOCK = fileURLToPath(new URL('./fixtures/kubectl-mock.js', import.meta.url));
@@ -131,11 +131,7 @@ describe('kubectl (a mock kubectl over a private Podman store: no cluster runs h
     const app = await router.sudo({ via: context, username: IMAGE_USER });
     assert.equal(await app.call(() => process.getuid?.()), 1000);
     await context.shutdown();
-    assert.deepEqual(
-      tendrilProcessesIn((argv) => bed.podman(['exec', 'kube-web', ...argv])),
-      [],
-      'no process of the context is left in the container',
-    );
+    assertNoContextLeft((argv) => bed.podman(['exec', 'kube-web', ...argv]));
   });
 
   test('container selection, the namespace and the kubeconfig context; kubectlArgs reach kubectl before exec', async () => {

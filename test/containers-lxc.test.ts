@@ -12,7 +12,7 @@ import {
   Router,
   ToolNotFoundError,
 } from 'tendril';
-import { exerciseContext, IMAGE_USER, ROOT_PASSWORD, tendrilProcessesIn } from './support/containers.js';
+import { assertNoContextLeft, exerciseContext, IMAGE_USER, ROOT_PASSWORD } from './support/containers.js';
 import { LxcBed } from './support/lxc.js';
 import { sshBedSuite } from './support/ssh-root.js';
 
@@ -37,11 +37,7 @@ describe('lxc', () => {
     assert.equal(uid, 0);
     assert.equal(await context.call(() => require('node:os').hostname()), web, "the container's own UTS namespace");
     await context.shutdown();
-    assert.deepEqual(
-      tendrilProcessesIn((argv) => bed.attach(web, argv)),
-      [],
-      'no process of the context is left in the container',
-    );
+    assertNoContextLeft((argv) => bed.attach(web, argv));
   });
 
   test('sudo and su inside the container', async () => {

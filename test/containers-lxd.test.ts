@@ -16,7 +16,7 @@ import {
   Router,
   ToolNotFoundError,
 } from 'tendril';
-import { exerciseContext, IMAGE_USER, ROOT_PASSWORD, tendrilProcessesIn } from './support/containers.js';
+import { assertNoContextLeft, exerciseContext, IMAGE_USER, ROOT_PASSWORD } from './support/containers.js';
 import { InstanceBed } from './support/lxd.js';
 import { sshBedSuite } from './support/ssh-root.js';
 
@@ -74,8 +74,10 @@ describe('lxd and incus', () => {
         assert.equal(uid, 0);
         assert.equal(await context.call(() => require('node:os').hostname()), web, "the instance's UTS namespace");
         await context.shutdown();
-        const left = tendrilProcessesIn((argv) => bed.client(['exec', web, '--', ...argv]));
-        assert.deepEqual(left, [], 'no process of the context is left in the instance');
+        assertNoContextLeft(
+          (argv) => bed.client(['exec', web, '--', ...argv]),
+          'no process of the context is left in the instance',
+        );
       });
 
       test('sudo and su inside the instance', async () => {

@@ -17,7 +17,7 @@ import {
   Router,
   UnknownUserError,
 } from 'tendril';
-import { CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed, tendrilProcessesIn } from './support/containers.js';
+import { assertNoContextLeft, CONTAINER_LIMITS, exerciseContext, IMAGE_USER, PodmanBed } from './support/containers.js';
 import { LxcBed } from './support/lxc.js';
 import { unpackNodeImage } from './support/rootfs.js';
 import { sshBedSuite } from './support/ssh-root.js';
@@ -84,11 +84,7 @@ describe('setns and chroot', () => {
         "the container's PID namespace",
       );
       await context.shutdown();
-      assert.deepEqual(
-        tendrilProcessesIn((argv) => podman.podman(['exec', web, ...argv])),
-        [],
-        'no process of the context is left in the container',
-      );
+      assertNoContextLeft((argv) => podman.podman(['exec', web, ...argv]));
     });
 
     test('by container name, found with podman inspect (runtimeArgs: the private store) or lxc-info (its lxcpath)', async () => {

@@ -18,12 +18,12 @@ import {
   UnknownUserError,
 } from 'tendril';
 import {
+  assertNoContextLeft,
   CONTAINER_LIMITS,
   exerciseContext,
   IMAGE_USER,
   PodmanBed,
   ROOT_PASSWORD,
-  tendrilProcessesIn,
 } from './support/containers.js';
 
 describe('podman', () => {
@@ -46,11 +46,7 @@ describe('podman', () => {
     const { node } = await exerciseContext(context, scratch);
     assert.match(node, /^v18\./, "the container's own Node (Debian 12's), not the master's");
     await context.shutdown();
-    assert.deepEqual(
-      tendrilProcessesIn((argv) => bed.podman(['exec', 'web', ...argv])),
-      [],
-      'no process of the context is left in the container',
-    );
+    assertNoContextLeft((argv) => bed.podman(['exec', 'web', ...argv]));
   });
 
   test('as another user, then sudo and su inside the container', async () => {

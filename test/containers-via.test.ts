@@ -20,13 +20,13 @@ import {
   Router,
 } from 'tendril';
 import {
+  assertNoContextLeft,
   DockerBed,
   exerciseContext,
   IMAGE_USER,
   PodmanBed,
   since,
   startPodmanService,
-  tendrilProcessesIn,
 } from './support/containers.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
@@ -112,11 +112,7 @@ describe('container methods via other contexts', () => {
     assert.equal(await app.call(() => process.getuid?.()), 1000);
     await app.shutdown();
     await web.shutdown();
-    assert.deepEqual(
-      tendrilProcessesIn((argv) => rootless.podman(['exec', 'web', ...argv])),
-      [],
-      'no process of the context is left in the container',
-    );
+    assertNoContextLeft((argv) => rootless.podman(['exec', 'web', ...argv]));
     // Another XDG_RUNTIME_DIR than the container was started with (sudo resets it; a login sets
     // /run/user/UID): podman knows the container, runc does not.
     const elsewhere = join(rootless.dir, 'other-runtime-dir');
@@ -245,9 +241,8 @@ describe('container methods via other contexts', () => {
       },
     );
     for (const context of [inside, web, dockerWeb, work]) await context.shutdown();
-    assert.deepEqual(
-      tendrilProcessesIn((argv) => podman.podman(['exec', 'web', ...argv])),
-      [],
+    assertNoContextLeft(
+      (argv) => podman.podman(['exec', 'web', ...argv]),
       'no process of the contexts is left in the container',
     );
   });

@@ -54,5 +54,16 @@ export function tendrilProcessesIn(exec: (argv: string[]) => string): string[] {
   return processesIn(exec).filter((line) => line.includes('tendril'));
 }
 
+/**
+ * Asserts that no process of a tendril context is left where `exec` runs
+ * commands (see `tendrilProcessesIn`), once the contexts there have shut down.
+ */
+export function assertNoContextLeft(
+  exec: (argv: string[]) => string,
+  message = 'no process of the context is left in the container',
+): void {
+  assert.deepEqual(tendrilProcessesIn(exec), [], message);
+}
+
 /** Milliseconds since `start` (a `performance.now()`), rounded. */
 export const since = (start: number): number => Math.round(performance.now() - start);
