@@ -157,7 +157,12 @@ const masterDebug = {
   },
 };
 const master = await esbuild.build({
-  entryPoints: { index: join(root, 'src', 'index.ts'), internal: join(root, 'src', 'internal.ts') },
+  entryPoints: {
+    index: join(root, 'src', 'index.ts'),
+    internal: join(root, 'src', 'internal.ts'),
+    // The command that fills the master's store of Node runtimes (package.json's bin).
+    'bin/tendril-runtime': join(root, 'src', 'bin', 'tendril-runtime.ts'),
+  },
   outdir: join(root, 'dist'),
   chunkNames: 'chunk-[hash]',
   bundle: true,
@@ -278,6 +283,7 @@ const toolkit = await layer('src/toolkit/remote.ts', 'toolkit.cjs');
 // The openssh method's SSH_ASKPASS helper ships with the built package.
 copyFileSync(join(root, 'bootstrap', 'askpass.sh'), join(out, 'askpass.sh'));
 chmodSync(join(out, 'askpass.sh'), 0o755);
+chmodSync(join(root, 'dist', 'bin', 'tendril-runtime.js'), 0o755);
 
 const sizes = {
   firstStage: Buffer.byteLength(stages['first-stage.js']),

@@ -46,6 +46,8 @@ export {
 export type { LocalOptions } from './connection/local.js';
 export type { ConnectionMethod, Transport } from './connection/method.js';
 export type { OpensshOptions } from './connection/openssh.js';
+export type { RuntimeStats, ShipNode, ShipProgress } from './connection/runtime-shipping.js';
+export type { RuntimeArch } from './connection/runtime-types.js';
 export type { HostKeyPolicy, SshJumpHost, SshOptions } from './connection/ssh.js';
 export type { SuOptions } from './connection/su.js';
 export type { SudoOptions } from './connection/sudo.js';
@@ -82,6 +84,7 @@ export type { HighWaterMark } from './core/window.js';
 export type { RouterOptions, ViaOption } from './master/master-switch.js';
 export type { ModuleFilter, ModuleVerdict } from './master/module-files.js';
 export type { ResponderStats } from './master/module-responder.js';
+export type { NodeRuntimeOptions } from './master/runtime-provider.js';
 export type { Command, LinesFrom } from './toolkit/commands/command.js';
 export { CommandError } from './toolkit/commands/errors.js';
 export type { CommandTag } from './toolkit/commands/exec.js';

@@ -25,6 +25,8 @@ export {
 } from './connection/known-hosts.js';
 export { local as localMethod } from './connection/local.js';
 export { PASSWORD_PROMPT } from './connection/prompts.js';
+export { parseShipRequest, shippableArch } from './connection/runtime-shipping.js';
+export { bootstrapArgv } from './connection/shell.js';
 export {
   type JumpHost,
   MAX_JUMP_HOPS,

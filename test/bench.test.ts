@@ -141,6 +141,40 @@ test('npm run bench:containers, in smoke mode, measures every method against its
   }
 });
 
+// The runtime bench keeps working: a target with Node and one without, over
+// the suite's sshd, every row once; nothing about speed is asserted.
+test('npm run bench:runtime, in smoke mode, measures every row against the ssh floor', {
+  timeout: 600_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tendril-bench-runtime-'));
+  try {
+    const json = join(dir, 'results.json');
+    await promisify(execFile)(
+      process.execPath,
+      [join(ROOT, 'build', 'bench', 'runtime.js'), '--smoke', '--json', json],
+      {
+        cwd: ROOT,
+        timeout: 540_000,
+      },
+    );
+    const { summaries } = JSON.parse(readFileSync(json, 'utf8')) as { summaries: Summary[] };
+    const byMetric = new Map(summaries.map((s) => [`${s.group} / ${s.metric}`, s]));
+    for (const metric of [
+      'target with Node',
+      'no Node: first context (Node shipped)',
+      'no Node: second context (Node kept)',
+    ]) {
+      const s = byMetric.get(`Time to a context that answered one call, over ssh / ${metric}`);
+      assert.ok(s && Number.isFinite(s.median) && s.median > 0, metric);
+      assert.ok(Number.isFinite(s.peers['floor: ssh host node -e 0']?.median), `${metric}: no floor`);
+    }
+    assert.ok((byMetric.get('Runtime bytes sent for the context / no Node: first context')?.median ?? 0) > 10_000_000);
+    assert.equal(byMetric.get('Runtime bytes sent for the context / no Node: second context')?.median, 0);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 /** Every bench script a user runs (or the bench runs as a process), relative to bench/. */
 const SCRIPTS = [
   'index',
@@ -150,6 +184,7 @@ const SCRIPTS = [
   'listener',
   'fleet',
   'containers',
+  'runtime',
   'scripts/call',
   'scripts/fanout',
   'scripts/steps',

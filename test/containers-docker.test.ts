@@ -25,8 +25,10 @@ import {
   assertNoContextLeft,
   DockerBed,
   exerciseContext,
+  exerciseShippedContainer,
   IMAGE_USER,
   ROOT_PASSWORD,
+  SHIPPING_TIMEOUT,
   since,
   tendrilProcessesIn,
 } from './support/containers.js';
@@ -223,16 +225,30 @@ describe('docker', () => {
     );
   });
 
-  test('a container without Node is an InterpreterError, one without sh says so', async () => {
+  test('a container of an image without Node gets one shipped through the same stream, once', {
+    timeout: SHIPPING_TIMEOUT,
+  }, async () => {
+    bed.run('bare', [], bed.bareImage());
+    await exerciseShippedContainer(
+      (router) => router.docker({ container: 'bare', dockerArgs: bed.args, connectTimeout: SHIPPING_TIMEOUT }),
+      (argv) => bed.docker(['exec', 'bare', ...argv]),
+      scratch,
+    );
+  });
+
+  test("with shipNode 'never', a container without Node is an InterpreterError; one without sh says so", async () => {
     await using router = new Router();
     bed.run('nonode');
     bed.docker(['exec', 'nonode', 'rm', '/usr/bin/node', '/usr/bin/nodejs']);
-    await assert.rejects(router.docker({ container: 'nonode', dockerArgs: bed.args }), (error: unknown) => {
-      assert.ok(error instanceof InterpreterError, String(error));
-      assert.match(error.message, /context 'docker:nonode@[^']+'/);
-      assert.match(error.message, /no Node\.js interpreter found .*tried node, nodejs/s);
-      return true;
-    });
+    await assert.rejects(
+      router.docker({ container: 'nonode', dockerArgs: bed.args, shipNode: 'never' }),
+      (error: unknown) => {
+        assert.ok(error instanceof InterpreterError, String(error));
+        assert.match(error.message, /context 'docker:nonode@[^']+'/);
+        assert.match(error.message, /no Node\.js interpreter found .*tried node, nodejs/s);
+        return true;
+      },
+    );
     bed.run('noshell');
     bed.docker(['exec', 'noshell', 'rm', '/usr/bin/sh', '/usr/bin/dash']);
     await assert.rejects(router.docker({ container: 'noshell', dockerArgs: bed.args }), (error: unknown) => {

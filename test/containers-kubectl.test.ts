@@ -276,7 +276,11 @@ describe('kubectl (a mock kubectl over a private Podman store: no cluster runs h
         InterpreterError,
         /the default container of pod 'noshell' on .* has no POSIX shell .*exec: "sh": executable file not found/s,
       ],
-      [{ pod: 'nonode' }, InterpreterError, /'kubectl:nonode@.*no Node\.js interpreter found .*tried node, nodejs/s],
+      [
+        { pod: 'nonode', shipNode: 'never' },
+        InterpreterError,
+        /'kubectl:nonode@.*no Node\.js interpreter found .*tried node, nodejs/s,
+      ],
     ];
     // Every case is tried, and every one that went wrong is reported at once.
     const wrong: string[] = [];

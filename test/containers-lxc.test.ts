@@ -97,21 +97,27 @@ describe('lxc', () => {
     });
   });
 
-  test('a container without Node, then without sh, is an InterpreterError naming the container', async () => {
+  test("a container without Node (shipNode 'never'), then without sh, is an InterpreterError naming the container", async () => {
     await using router = new Router();
     const broken = bed.run('broken');
     bed.attach(broken, ['rm', '/usr/bin/node', '/usr/bin/nodejs']);
-    await assert.rejects(router.lxc({ container: broken, lxcDirectory: bed.dir }), (error: unknown) => {
-      assert.ok(error instanceof InterpreterError, String(error));
-      assert.match(error.message, new RegExp(`context 'lxc:${broken}@[^']+'`));
-      assert.match(error.message, /no Node\.js interpreter found .*tried node, nodejs/s);
-      return true;
-    });
+    await assert.rejects(
+      router.lxc({ container: broken, lxcDirectory: bed.dir, shipNode: 'never' }),
+      (error: unknown) => {
+        assert.ok(error instanceof InterpreterError, String(error));
+        assert.match(error.message, new RegExp(`context 'lxc:${broken}@[^']+'`));
+        assert.match(error.message, /no Node\.js interpreter found .*tried node, nodejs/s);
+        return true;
+      },
+    );
     bed.attach(broken, ['rm', '/usr/bin/sh']);
-    await assert.rejects(router.lxc({ container: broken, lxcDirectory: bed.dir }), (error: unknown) => {
-      assert.ok(error instanceof InterpreterError, String(error));
-      assert.match(error.message, /has no POSIX shell \(sh\).*Failed to exec "sh"/s);
-      return true;
-    });
+    await assert.rejects(
+      router.lxc({ container: broken, lxcDirectory: bed.dir, shipNode: 'never' }),
+      (error: unknown) => {
+        assert.ok(error instanceof InterpreterError, String(error));
+        assert.match(error.message, /has no POSIX shell \(sh\).*Failed to exec "sh"/s);
+        return true;
+      },
+    );
   });
 });

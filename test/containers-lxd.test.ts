@@ -152,18 +152,21 @@ describe('lxd and incus', () => {
         );
       });
 
-      test('an instance without Node, then without sh, is an InterpreterError naming it', async () => {
+      test("an instance without Node (shipNode 'never'), then without sh, is an InterpreterError naming it", async () => {
         await using router = new Router();
         // Moved away and back in the one instance, rather than launching another (seconds each).
         const move = (from: string, to: string) => bed.client(['exec', web, '--', '/usr/bin/mv', from, to]);
         move('/usr/bin/node', '/usr/bin/node.away');
         try {
-          await assert.rejects(flavour.connect(router, bed, { container: web }), (error: unknown) => {
-            assert.ok(error instanceof InterpreterError, String(error));
-            assert.match(error.message, new RegExp(`context '${flavour.kind}:${web}@[^']+'`));
-            assert.match(error.message, /no Node\.js interpreter found .*tried node, nodejs/s);
-            return true;
-          });
+          await assert.rejects(
+            flavour.connect(router, bed, { container: web, shipNode: 'never' }),
+            (error: unknown) => {
+              assert.ok(error instanceof InterpreterError, String(error));
+              assert.match(error.message, new RegExp(`context '${flavour.kind}:${web}@[^']+'`));
+              assert.match(error.message, /no Node\.js interpreter found .*tried node, nodejs/s);
+              return true;
+            },
+          );
         } finally {
           move('/usr/bin/node.away', '/usr/bin/node');
         }

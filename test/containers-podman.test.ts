@@ -21,9 +21,11 @@ import {
   assertNoContextLeft,
   CONTAINER_LIMITS,
   exerciseContext,
+  exerciseShippedContainer,
   IMAGE_USER,
   PodmanBed,
   ROOT_PASSWORD,
+  SHIPPING_TIMEOUT,
 } from './support/containers.js';
 
 describe('podman', () => {
@@ -100,16 +102,30 @@ describe('podman', () => {
     );
   });
 
-  test('a container without Node is an InterpreterError naming the container and what was tried', async () => {
+  test("with shipNode 'never', a container without Node is an InterpreterError naming the container and what was tried", async () => {
     await using router = new Router();
     bed.run('nonode');
     bed.podman(['exec', 'nonode', 'rm', '/usr/bin/node', '/usr/bin/nodejs']);
-    await assert.rejects(router.podman({ container: 'nonode', podmanArgs: bed.args }), (error: unknown) => {
-      assert.ok(error instanceof InterpreterError, String(error));
-      assert.match(error.message, /context 'podman:nonode@[^']+'/);
-      assert.match(error.message, /no Node\.js interpreter found .*tried node, nodejs/s);
-      return true;
-    });
+    await assert.rejects(
+      router.podman({ container: 'nonode', podmanArgs: bed.args, shipNode: 'never' }),
+      (error: unknown) => {
+        assert.ok(error instanceof InterpreterError, String(error));
+        assert.match(error.message, /context 'podman:nonode@[^']+'/);
+        assert.match(error.message, /no Node\.js interpreter found .*tried node, nodejs/s);
+        return true;
+      },
+    );
+  });
+
+  test('a container of an image without Node gets one shipped through the same stream, once', {
+    timeout: SHIPPING_TIMEOUT,
+  }, async () => {
+    bed.run('bare', [], bed.bareImage());
+    await exerciseShippedContainer(
+      (router) => router.podman({ container: 'bare', podmanArgs: bed.args, connectTimeout: SHIPPING_TIMEOUT }),
+      (argv) => bed.podman(['exec', 'bare', ...argv]),
+      scratch,
+    );
   });
 
   test("nodePath finds a Node off the container's PATH; connectTimeout gives up on one that never answers", async () => {
@@ -122,7 +138,10 @@ describe('podman', () => {
       '-c',
       'mkdir -p /opt/n && mv /usr/bin/node /opt/n/node && rm /usr/bin/nodejs',
     ]);
-    await assert.rejects(router.podman({ container: 'elsewhere', podmanArgs: bed.args }), InterpreterError);
+    await assert.rejects(
+      router.podman({ container: 'elsewhere', podmanArgs: bed.args, shipNode: 'never' }),
+      InterpreterError,
+    );
     const found = await router.podman({ container: 'elsewhere', podmanArgs: bed.args, nodePath: '/opt/n/node' });
     assert.equal(await found.call(() => process.execPath), '/opt/n/node');
     await assert.rejects(

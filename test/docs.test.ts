@@ -17,6 +17,8 @@
 // - Container examples reach a Podman store of this file's own, through
 //   CONTAINERS_STORAGE_CONF and CONTAINERS_CONF, with a container `web`
 //   running the test image (test/support/containers.ts).
+// - The master's store of Node runtimes and npm's cache are kept in
+//   .cache/docs and .cache/npm between runs (docs/runtime.md's examples).
 // - ```text blocks are diagrams and output, not code. A block in any other
 //   language fails the test: it could not be checked.
 import assert from 'node:assert/strict';
@@ -72,6 +74,10 @@ describe('README and docs examples run as written', () => {
     bed = await startTestbed();
     rmSync(SCRATCH, { recursive: true, force: true });
     env = sshHome(bed, join(SCRATCH, 'home'));
+    // The master's store of Node runtimes (docs/runtime.md) and npm's cache outlive the scratch home:
+    // the examples that ship Node fetch its ~50 MB package once, not on every run.
+    env.XDG_CACHE_HOME = join(ROOT, '.cache', 'docs');
+    env.npm_config_cache = join(ROOT, '.cache', 'npm');
     // Container examples use plain `podman`: its configuration files point it at this file's own store,
     // where a container `web` of the test image (Node, sudo, an account `app`) runs.
     containers = PodmanBed.start();

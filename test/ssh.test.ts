@@ -617,10 +617,10 @@ describe('ssh', () => {
     }
   });
 
-  test('a missing or too old Node names the host and what was tried', async () => {
+  test("with shipNode 'never', a missing Node names the host and what was tried; a too old nodePath is refused", async () => {
     const login = { ...base, username: bed.accounts.key.name, identityFile: bed.keyFile };
     await assert.rejects(
-      router.ssh({ ...login, nodeCandidates: ['/nonexistent/node', '"$HOME"/no/node'] }),
+      router.ssh({ ...login, nodeCandidates: ['/nonexistent/node', '"$HOME"/no/node'], shipNode: 'never' }),
       (error: unknown) =>
         error instanceof InterpreterError &&
         /no Node\.js interpreter found on \S+ for user tendril-key/.test(error.message) &&

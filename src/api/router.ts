@@ -12,6 +12,7 @@ import { type DoasOptions, doas } from '../connection/doas.js';
 import { type LocalOptions, local } from '../connection/local.js';
 import type { ConnectionMethod } from '../connection/method.js';
 import type { OpensshOptions } from '../connection/openssh.js';
+import type { RuntimeStats, ShipProgress } from '../connection/runtime-shipping.js';
 import type { SshOptions } from '../connection/ssh.js';
 import { type SuOptions, su } from '../connection/su.js';
 import { type SudoOptions, sudo } from '../connection/sudo.js';
@@ -35,9 +36,13 @@ export type { RouterOptions, ViaOption } from '../master/master-switch.js';
  * Events of a `Router`: `log` (a `LogRecord` for each line a context
  * writes), `disconnect` (a context became unreachable: its ID), `route`
  * (one became reachable: its ID), `warning` (a message was refused or
- * dropped: a `RouterWarning`).
+ * dropped: a `RouterWarning`), `ship` (progress of a Node runtime being
+ * sent: a `ShipProgress`).
  */
-export type RouterEvents = Pick<SwitchEvents, 'route' | 'disconnect' | 'log' | 'warning'>;
+export type RouterEvents = Pick<SwitchEvents, 'route' | 'disconnect' | 'log' | 'warning'> & {
+  /** Progress of a Node runtime the master sends to a target without Node (or to an intermediate's cache). */
+  ship: [progress: ShipProgress];
+};
 
 /** The events the facade forwards from its switch (a master has no parent, so never `parentClosed`). */
 const EVENTS = ['route', 'disconnect', 'log', 'warning'] as const;
@@ -60,7 +65,8 @@ const EVENTS = ['route', 'disconnect', 'log', 'warning'] as const;
  * stderr; also shown under the `debug` namespace `tendril:<context name>`),
  * `disconnect` (a context became unreachable), `route` (one became
  * reachable), `warning` (a message was refused or dropped; a
- * `RouterWarning`).
+ * `RouterWarning`), `ship` (progress of a Node runtime sent to a target
+ * without Node: a `ShipProgress`, every MiB and at the end).
  *
  * This is a facade: the message switch it drives (routing, handlers,
  * requests) is internal and not part of the API.
@@ -88,6 +94,7 @@ export class Router extends EventEmitter<RouterEvents> {
   constructor(options: RouterOptions = {}) {
     super();
     this.#core = new MasterSwitch<Context>(options, (...args) => new Context(...args));
+    this.#core.onShipProgress = (progress) => this.emit('ship', progress);
     for (const event of EVENTS) {
       this.#core.on(event, (...args: unknown[]) =>
         (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args),
@@ -477,6 +484,16 @@ export class Router extends EventEmitter<RouterEvents> {
    */
   moduleStats(): ResponderStats {
     return this.#core.moduleStats();
+  }
+
+  /**
+   * Counters of the Node runtimes the master sent to targets without Node
+   * (and to intermediates' caches): runtimes and bytes sent, starts that
+   * found the runtime on the target already; in total and per context
+   * they went to. See docs/runtime.md.
+   */
+  runtimeStats(): RuntimeStats {
+    return this.#core.runtimeStats();
   }
 
   /** The message switch behind this facade; internal (receivers and tests reach it this way). */

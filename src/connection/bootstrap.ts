@@ -21,6 +21,7 @@ import { BootstrapError, ConnectTimeoutError, InterpreterError } from './errors.
 import { bootstrapPayload, firstStage } from './first-stage.js';
 import type { ConnectionMethod, Session, Transport } from './method.js';
 import { uniqueName } from './naming.js';
+import { type ShipNode, shipRuntime } from './runtime-shipping.js';
 import { bootstrapArgv, describeCandidates } from './shell.js';
 
 const debug = logger('bootstrap');
@@ -67,6 +68,25 @@ export interface CommonOptions {
    * /snap/bin).
    */
   nodeCandidates?: string[];
+  /**
+   * Whether to bring Node to a target that has none, when `nodePath` is
+   * not given: `'auto'` ships an official Node build (the Router's
+   * `nodeRuntime`) when no Node is found there or the one found is older
+   * than 12; `'always'` uses a shipped one without looking; `'never'`
+   * fails with `InterpreterError` instead. A shipped runtime is kept in the
+   * target account's cache (`runtimeDirectory`), so it crosses the network
+   * once per target and account. Default `'auto'`. See docs/runtime.md.
+   */
+  shipNode?: ShipNode;
+  /**
+   * Where a shipped runtime is kept on the target: a directory the
+   * account owns and nobody else may write, on a mount that allows
+   * running programs (made, mode 0700, if missing; `$HOME` and other
+   * variables are expanded there). Default: the first usable of
+   * `$XDG_CACHE_HOME/tendril/node`, `~/.cache/tendril/node`, then
+   * `tendril-<uid>/node` in `$TMPDIR` (or /tmp), /var/tmp and /dev/shm.
+   */
+  runtimeDirectory?: string;
 }
 
 /**
@@ -113,7 +133,19 @@ export async function bootstrap<O extends CommonOptions>(
     settled,
   });
   try {
-    return await startChild(runtime, method, options, taken, { session, timeout, abort, leftBehind });
+    try {
+      return await startChild(runtime, method, options, taken, { session, timeout, abort, leftBehind });
+    } catch (error) {
+      // A Node older than the core supports was found: under 'auto', once more with a shipped one.
+      if (!(options.nodePath === undefined && (options.shipNode ?? 'auto') === 'auto' && isTooOld(error))) throw error;
+      debug('%s: %s has too old a Node; starting it again with a shipped one', runtime.router.name, session.name);
+      return await startChild(runtime, method, { ...options, shipNode: 'always' }, taken, {
+        session,
+        timeout,
+        abort,
+        leftBehind,
+      });
+    }
   } finally {
     forget();
     void Promise.all(leftBehind).then(settle);
@@ -140,7 +172,9 @@ async function startChild<O extends CommonOptions>(
   const { router } = runtime;
   const { session, timeout, abort } = attempt;
   const started = Date.now();
-  const { transport, ids, node, core } = await launch(runtime, method, options, attempt);
+  // A method that may prompt gets the core only after the hello, so a prompt never reads it as a password.
+  const eager = method.conversation === undefined;
+  const { transport, ids, node, core } = await launch(runtime, method, options, attempt, eager);
   const name = options.name ?? uniqueName(router, session.name, ids.id, taken);
   debug('%s: starting %s (id %d) %s', router.name, name, ids.id, transport.where);
   session.step = `waiting for Node to start (${transport.where})`;
@@ -165,14 +199,26 @@ async function startChild<O extends CommonOptions>(
   transport.stdout.on('error', (error) => debug('%s: reading from %s failed: %s', router.name, name, error.message));
 
   const sameBinary = method.sameMachine === true && node?.length === 1 && node[0] === process.execPath;
+  // Whether the core went out for the interpreter that will read it (a shell that asks for a runtime drops the first).
+  let coreSent = false;
   const sendCore = () => {
+    if (coreSent) return;
+    coreSent = true;
     // Made (once) while the new interpreter is still starting, so it costs the child no time.
     const cache = sameBinary ? runtime.codeCache() : undefined;
     for (const part of bootstrapPayload(core, cache)) transport.stdin.write(part);
   };
   const conversation = method.conversation?.(options, session);
   // Without prompts to answer the core goes at once, overlapping the interpreter's start.
-  if (!conversation) sendCore();
+  if (eager) sendCore();
+  let shipped = false;
+  const onShip = async (line: string) => {
+    if (shipped) throw new BootstrapError(name, `the shell on ${transport.where} asked for a Node runtime twice`, '');
+    shipped = true;
+    await shipRuntime(runtime, transport, session, { name, contextId: ids.id, line });
+    coreSent = false;
+    sendCore();
+  };
 
   const early: EarlyOutput = { bytes: Buffer.alloc(0) };
   // Why the child died, once its process has exited and its last output is in.
@@ -201,7 +247,7 @@ async function startChild<O extends CommonOptions>(
     // Aborted while the transport came up: straight to the clean-up below.
     abort.check();
     const leftover = await Promise.race([
-      converse(transport, conversation, sendCore, session, early),
+      converse(transport, conversation, sendCore, session, early, onShip),
       ended().then((error) => Promise.reject(error)),
       timedOut,
       abort.rejected,
@@ -288,6 +334,7 @@ async function launch<O extends CommonOptions>(
   method: ConnectionMethod<O>,
   options: O,
   attempt: Attempt,
+  eager: boolean,
 ): Promise<{ transport: Transport; ids: ChildIds; node: string[] | undefined; core: Uint8Array }> {
   const { session, timeout, abort } = attempt;
   let begun = false;
@@ -303,8 +350,14 @@ async function launch<O extends CommonOptions>(
     const local = method.localStream?.(options) === true;
     const core = local ? runtime.coreSource.source : runtime.coreSource.deflated;
     const stage = firstStage(runtime.firstStage, { size: core.length, deflated: !local });
+    const shipNode = options.shipNode ?? 'auto';
+    // A shell that finds no Node drops the core sent before it could say so (its 4-byte prefix and the core).
+    const ship =
+      node === undefined && shipNode !== 'never'
+        ? { always: shipNode === 'always', discard: eager ? 4 + core.length : 0, directory: options.runtimeDirectory }
+        : undefined;
     const starting = Promise.resolve().then(() =>
-      method.start(bootstrapArgv(node, stage, options.nodeCandidates), options, session),
+      method.start(bootstrapArgv(node, stage, options.nodeCandidates, ship), options, session),
     );
     const transport = await claim(
       starting,
@@ -367,6 +420,13 @@ function claim(
   });
 }
 
+/** The first stage's complaint about an old Node (bootstrap/first-stage.js). */
+const TOO_OLD = /tendril: Node \S+ at .* is too old; Node 12 or newer is needed/;
+
+function isTooOld(error: unknown): boolean {
+  return error instanceof InterpreterError && TOO_OLD.test(error.lastOutput);
+}
+
 /** The most precise error for a child that died during bootstrap. */
 function explain(transport: Transport, name: string, tried: string, what: string, tail: string[]): BootstrapError {
   const output = tail.join('\n');
@@ -395,12 +455,15 @@ function explain(transport: Transport, name: string, tried: string, what: string
  * shell.ts); empty when it did not say.
  */
 function remedy(output: string): string {
+  if (TOO_OLD.test(output)) {
+    return "; install Node 12 or newer there, set nodePath to one, or let tendril bring one (shipNode 'auto', the default, unless nodePath is set)";
+  }
   const target = /; the target: ([^\n]*)/.exec(output)?.[1];
   if (target === undefined) return '';
   if (/, musl$/.test(target)) {
     return `; the target is ${target}: no official Node.js build exists for musl, so install Node with its package manager (apk add nodejs on Alpine) or set nodePath to one`;
   }
-  return `; the target is ${target}: install Node there (12 or newer) or set nodePath to one`;
+  return `; the target is ${target}: install Node there (12 or newer), set nodePath to one, or let tendril bring one (shipNode 'auto', the default)`;
 }
 
 /** Kills and reaps a child that failed to start. */

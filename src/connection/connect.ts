@@ -5,6 +5,8 @@ import { doas } from './doas.js';
 import { local } from './local.js';
 import type { ConnectionMethod } from './method.js';
 import { checkMethodOptions } from './method-options.js';
+import { childRuntimeSource } from './runtime-cache.js';
+import { serveNodeRuntime } from './runtime-service.js';
 import { su } from './su.js';
 import { sudo } from './sudo.js';
 
@@ -118,6 +120,8 @@ export async function connectFromRequest(
   load?: (path: string) => Promise<unknown>,
 ): Promise<ReadyInfo> {
   const { module } = request;
+  // Its children may ask it for the Node runtime they ship to theirs.
+  serveNodeRuntime(runtime.router, () => childRuntimeSource(runtime));
   const method =
     module === undefined ? await ownMethod(request.method) : await userMethod(runtime, { ...request, module }, load);
   if (!method) throw new Error(`unknown connection method '${request.method}' in context '${runtime.router.name}'`);

@@ -6,6 +6,8 @@
  */
 import { HELLO } from './first-stage.js';
 import type { Conversation, Session, Transport } from './method.js';
+import { MAX_SHIP_REQUEST } from './runtime-shipping.js';
+import { SHIP_REQUEST } from './ship-stage.js';
 
 /** Most bytes of the target's stdout kept while waiting for the hello: the end of what it wrote there. */
 const EARLY_OUTPUT_BYTES = 4096;
@@ -27,9 +29,12 @@ export interface EarlyOutput {
  * prompts meanwhile; sends the core once it may. Resolves with bytes that
  * followed the hello (the start of the child's first message).
  * @param conversation the method's answers to prompts; undefined when it never prompts (the core went out already).
- * @param sendCore writes the core; called on the hello when there is a conversation.
+ * @param sendCore writes the core unless it went out already; called on the hello.
  * @param early receives what came before the hello, while no hello has come.
- * @returns a promise that rejects with the conversation's error (a refusal, a wrong or missing password).
+ * @param onShip called with the line of a shell asking for a Node runtime
+ *   (ship-stage.ts), without its newline, once; the hello follows after it.
+ * @returns a promise that rejects with the conversation's error (a refusal,
+ *   a wrong or missing password), or with `onShip`'s.
  */
 export function converse(
   transport: Transport,
@@ -37,6 +42,7 @@ export function converse(
   sendCore: () => void,
   session: Session,
   early: EarlyOutput,
+  onShip?: (line: string) => Promise<void>,
 ): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
     let seen = '';
@@ -54,8 +60,23 @@ export function converse(
       (transport.promptInput ?? transport.stdin).write(`${reply.answer}\n`);
     };
     let received = Buffer.alloc(0);
+    let asked = false;
     const onOutput = (chunk: Buffer) => {
       received = Buffer.concat([received, chunk]);
+      if (onShip && !asked) {
+        const request = received.indexOf(SHIP_REQUEST);
+        const end = request === -1 ? -1 : received.indexOf(10, request);
+        if (end !== -1 || (request !== -1 && received.length - request > MAX_SHIP_REQUEST)) {
+          asked = true;
+          // A line too long to be one is passed on cut, and refused as malformed.
+          const line = received.subarray(request, end === -1 ? request + MAX_SHIP_REQUEST + 1 : end).toString('latin1');
+          received = received.subarray(end === -1 ? received.length : end + 1);
+          onShip(line).catch((error: unknown) => {
+            finish();
+            reject(error);
+          });
+        }
+      }
       const at = received.indexOf(HELLO);
       if (at === -1) {
         // The tail is kept whole: it holds at least the start of a hello split across chunks.
@@ -64,7 +85,8 @@ export function converse(
         return;
       }
       finish();
-      if (conversation) sendCore();
+      // Sent at once already unless the method may prompt (then it does nothing here).
+      sendCore();
       resolve(received.subarray(at + HELLO.length));
     };
     const finish = () => {

@@ -21,6 +21,8 @@ export const COMMON_OPTIONS: Record<keyof Required<CommonOptions>, true> = {
   nodePath: true,
   preferTargetModules: true,
   nodeCandidates: true,
+  shipNode: true,
+  runtimeDirectory: true,
 };
 
 /**
@@ -55,6 +57,11 @@ function checkCommonOptions(options: CommonOptions, where: string): void {
   }
   flag(preferTargetModules, 'preferTargetModules', where);
   strings(nodeCandidates, 'nodeCandidates', where);
+  const { shipNode, runtimeDirectory } = options;
+  if (shipNode !== undefined && shipNode !== 'auto' && shipNode !== 'always' && shipNode !== 'never') {
+    throw new InvalidOptionError('shipNode', where, "'auto', 'always' or 'never'", shipNode);
+  }
+  text(runtimeDirectory, 'runtimeDirectory', where, undefined);
 }
 
 /** A boolean, or undefined. */

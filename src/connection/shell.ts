@@ -7,6 +7,14 @@
  * reach the stream.
  */
 
+import { type ShipStageOptions, shipStage } from './ship-stage.js';
+
+/** How the shell goes on to a shipped runtime (see ship-stage.ts). */
+export interface ShipOptions extends ShipStageOptions {
+  /** Skip looking for a Node on the target (`shipNode: 'always'`). */
+  always: boolean;
+}
+
 /** Moves the stream off fds 0 and 1; runs first in every wrapper. */
 const MOVE_STREAM = 'exec 3<&0 4>&1 </dev/null >&2';
 
@@ -48,10 +56,20 @@ const PLATFORM =
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the shell's parameter expansion, not a template
   'p="$(uname -s) $(uname -m)${o:+, $o}, ${l:-an unknown C library}"';
 
-/** Shell script that execs the first Node found among `candidates` with "$@", or says what it tried and what the target is. */
-function discover(candidates: readonly string[]): string {
+/**
+ * Shell script that execs the first Node found among `candidates` with
+ * "$@". When none is found (or `ship.always` skips looking), with `ship`
+ * it goes on to the runtime the parent sends (ship-stage.ts); without, it
+ * says what it tried and what the target is.
+ */
+function discover(candidates: readonly string[], ship: ShipOptions | undefined): string {
   const tried = describeCandidates(candidates);
-  return `${MOVE_STREAM}; for n in ${candidates.join(' ')}; do if command -v "$n" >/dev/null 2>&1; then exec "$n" "$@"; fi; done; ${PLATFORM}; echo "tendril: no Node.js interpreter found on $(hostname) for user $(id -un) with PATH=$PATH; tried ${tried}; the target: $p" >&2; exit 127`;
+  const look = `for n in ${candidates.join(' ')}; do if command -v "$n" >/dev/null 2>&1; then exec "$n" "$@"; fi; done; `;
+  const found = ship?.always ? '' : look;
+  const otherwise = ship
+    ? shipStage(ship)
+    : `echo "tendril: no Node.js interpreter found on $(hostname) for user $(id -un) with PATH=$PATH; tried ${tried}; the target: $p" >&2; exit 127`;
+  return `${MOVE_STREAM}; ${found}${PLATFORM}; ${otherwise}`;
 }
 
 /** Shell script that execs "$@" (an explicit interpreter command) with the stream moved. */
@@ -63,14 +81,16 @@ const EXPLICIT = `${MOVE_STREAM}; exec "$@"`;
  *   undefined to discover one on the target among `candidates`.
  * @param stage the first stage.
  * @param candidates shell words naming where to look (globs and `$HOME` allowed). Default `NODE_CANDIDATES`.
+ * @param ship when a runtime may be shipped: how (undefined: `shipNode: 'never'`).
  */
 export function bootstrapArgv(
   node: readonly string[] | undefined,
   stage: string,
   candidates: readonly string[] = NODE_CANDIDATES,
+  ship?: ShipOptions,
 ): string[] {
   return node === undefined
-    ? ['sh', '-c', discover(candidates), 'tendril', '-e', stage]
+    ? ['sh', '-c', discover(candidates, ship), 'tendril', '-e', stage]
     : ['sh', '-c', EXPLICIT, 'tendril', ...node, '-e', stage];
 }
 

@@ -31,6 +31,8 @@ export * from './protocol/allocate-id.js';
 export * from './protocol/boot.js';
 export * from './protocol/call-function.js';
 export * from './protocol/call-service.js';
+// Only what modules loaded after the core need: `integer` and `string` would clash with options.ts.
+export { record, Violation } from './protocol/check.js';
 export * from './protocol/connect.js';
 export * from './protocol/envelope.js';
 export * from './protocol/forward-log.js';

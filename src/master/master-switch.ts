@@ -5,6 +5,8 @@ import { ownMethod } from '../connection/connect.js';
 import { ConnectTimeoutError } from '../connection/errors.js';
 import type { ConnectionMethod } from '../connection/method.js';
 import { checkMethodOptions } from '../connection/method-options.js';
+import { serveNodeRuntime } from '../connection/runtime-service.js';
+import { type RuntimeStats, runtimeStats, type ShipProgress, setShipping } from '../connection/runtime-shipping.js';
 import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
 import { setCallPreparation } from '../core/call-preparation.js';
 import { codeCacheForChildren } from '../core/code-cache.js';
@@ -30,6 +32,7 @@ import { IdAllocator } from './id-allocator.js';
 import type { ModuleFilter } from './module-files.js';
 import { ModuleResponder, type ResponderStats } from './module-responder.js';
 import { callPreparer } from './prepare-call.js';
+import { checkNodeRuntime, type NodeRuntimeOptions, StoreRuntimes } from './runtime-provider.js';
 
 /** Loggers kept for context names (`tendril:<name>` debug namespaces), least recently used dropped first. */
 const MAX_LOGGERS = 256;
@@ -118,6 +121,13 @@ export interface RouterOptions {
    * target to start a context.
    */
   targetCodeCache?: boolean;
+  /**
+   * Where the Node runtime shipped to targets without Node comes from
+   * (see the connection option `shipNode` and docs/runtime.md): the
+   * release (default `'24'`, the newest of that line), the master's store
+   * of packages, and tarballs to add to it for use without registry access.
+   */
+  nodeRuntime?: NodeRuntimeOptions;
 }
 
 /** The options of the master's `Router` (`RouterOptions`). */
@@ -130,6 +140,7 @@ const ROUTER_OPTIONS = new Set([
   'moduleFilter',
   'base',
   'targetCodeCache',
+  'nodeRuntime',
 ]);
 
 /** Where a new context is started from. */
@@ -205,6 +216,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     if (options.targetCodeCache !== undefined && typeof options.targetCodeCache !== 'boolean') {
       throw new InvalidOptionError('targetCodeCache', where, 'a boolean', options.targetCodeCache);
     }
+    const nodeRuntime = checkNodeRuntime(options.nodeRuntime, where);
     super({ id: 0, name, parentIds: [], maxMessageSize, maxHeldBytes });
     this.makeContext = makeContext;
     const assets = bootstrapAssets();
@@ -231,6 +243,10 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
       moduleBase: baseDirectory(this.base),
       onChildLog: (record) => this.emitLog(record),
     };
+    const runtimes = new StoreRuntimes(nodeRuntime);
+    const onProgress = (progress: ShipProgress) => this.onShipProgress?.(progress);
+    setShipping(this, { source: runtimes, onProgress });
+    serveNodeRuntime(this, () => runtimes, onProgress);
     this.on('disconnect', (contextId) => this.started.delete(contextId));
     serve(
       this,
@@ -396,6 +412,14 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     }
     return this.closing;
   }
+
+  /** Counters of the Node runtimes the master sent (see `RuntimeStats`). */
+  runtimeStats(): RuntimeStats {
+    return runtimeStats(this);
+  }
+
+  /** Told of the progress of each runtime the master sends (the Router's `ship` event). */
+  onShipProgress: ((progress: ShipProgress) => void) | undefined;
 
   /**
    * Module forwarding counters of the master: requests answered, files and

@@ -15,15 +15,14 @@ import { execFile } from 'node:child_process';
 import { createReadStream } from 'node:fs';
 import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import semver from 'semver';
 import * as ssri from 'ssri';
 
-/** Architectures the npm registry publishes official Node builds for, in Node's names (`process.arch`). */
-export const RUNTIME_ARCHES = ['x64', 'arm64'] as const;
-/** One of `RUNTIME_ARCHES`. */
-export type RuntimeArch = (typeof RUNTIME_ARCHES)[number];
+import { RUNTIME_ARCHES, type RuntimeArch } from '../connection/runtime-types.js';
+
+export { RUNTIME_ARCHES, type RuntimeArch };
 
 /** A runtime in the store. */
 export interface StoredRuntime {
@@ -74,14 +73,16 @@ export class RuntimeStore {
    * @param npm the npm CLI to fetch with. Default `'npm'` from PATH.
    */
   constructor(directory: string = defaultRuntimeDirectory(), npm = 'npm') {
-    this.directory = directory;
+    // Absolute: npm runs in a directory of the store's own.
+    this.directory = resolve(directory);
     this.npm = npm;
   }
 
   /**
-   * The newest runtime matching `version` for `arch`: an exact version
-   * already in the store is taken from it (checked against its integrity)
-   * without asking the registry; anything else is fetched.
+   * A runtime matching `version` for `arch`: the newest in the store that
+   * matches (checked against its integrity) without asking the registry;
+   * when none does, the newest the registry has, fetched. (To move a
+   * range such as `'22'` to a newer release, fetch it with `fetch`.)
    * @param version an exact release (`'22.23.3'`), or what npm takes after `@` (`'22'`, `'^22.13'`).
    * @returns the runtime, and whether it was fetched now.
    * @throws RuntimeFetchError when npm cannot fetch it (saying what npm said), or the stored copy
@@ -89,11 +90,28 @@ export class RuntimeStore {
    */
   async get(version: string, arch: RuntimeArch): Promise<StoredRuntime & { fetched: boolean }> {
     checkArch(arch);
-    if (EXACT.test(version)) {
-      const stored = await this.stored(`node-linux-${arch}`, version);
-      if (stored) return { ...stored, fetched: false };
+    const name = `node-linux-${arch}`;
+    const range = semver.validRange(version);
+    if (range) {
+      const candidates = (await this.list()).filter(
+        (runtime) => runtime.name === name && semver.satisfies(runtime.version, range),
+      );
+      for (const candidate of candidates) {
+        const stored = await this.stored(name, candidate.version);
+        if (stored) return { ...stored, fetched: false };
+      }
     }
-    return { ...(await this.fetch(version, arch)), fetched: true };
+    return { ...(await this.download(version, arch)), fetched: true };
+  }
+
+  /**
+   * The newest runtime the registry has matching `version` for `arch`,
+   * fetched into the store (even when an older match is there).
+   * @throws RuntimeFetchError as `get`.
+   */
+  async fetch(version: string, arch: RuntimeArch): Promise<StoredRuntime> {
+    checkArch(arch);
+    return this.download(version, arch);
   }
 
   /**
@@ -157,7 +175,7 @@ export class RuntimeStore {
     }
   }
 
-  private async fetch(version: string, arch: RuntimeArch): Promise<StoredRuntime> {
+  private async download(version: string, arch: RuntimeArch): Promise<StoredRuntime> {
     const spec = `node-linux-${arch}@${version}`;
     await mkdir(this.directory, { recursive: true, mode: 0o700 });
     const work = await mkdtemp(join(this.directory, '.fetch-'));

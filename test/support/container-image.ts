@@ -9,15 +9,20 @@ export const IMAGE_USER = 'app';
 /** Root's password inside the image (a throwaway image, built for the tests only). */
 export const ROOT_PASSWORD = 'tendril-test-root';
 
-/** What goes into the image; its hash names the cached tarball, so a change rebuilds it. */
-const RECIPE = [
-  '--variant=minbase',
-  '--include=nodejs,sudo',
+/** The user and passwords of every test image. */
+const ACCOUNTS = [
   `--customize-hook=chroot "$1" useradd --create-home --shell /bin/sh --uid 1000 ${IMAGE_USER}`,
   `--customize-hook=echo '${IMAGE_USER} ALL=(ALL) NOPASSWD: ALL' > "$1/etc/sudoers.d/${IMAGE_USER}" && chmod 0440 "$1/etc/sudoers.d/${IMAGE_USER}"`,
   `--customize-hook=echo 'root:${ROOT_PASSWORD}' | chroot "$1" chpasswd`,
-  'bookworm',
 ];
+
+/** What goes into each image; a recipe's hash names its cached tarball, so a change rebuilds it. */
+const RECIPES = {
+  /** Debian's minimal variant with its nodejs (18) and sudo. */
+  node: ['--variant=minbase', '--include=nodejs,sudo', ...ACCOUNTS, 'bookworm'],
+  /** Debian's minimal variant with sudo and no Node at all, as most images are: tendril ships one. */
+  bare: ['--variant=minbase', '--include=sudo', ...ACCOUNTS, 'bookworm'],
+};
 
 const CACHE = join(ROOT, '.cache', 'images');
 
@@ -37,14 +42,24 @@ function debianArchive(): string {
  * @throws Error saying what failed when mmdebstrap cannot build it.
  */
 export function nodeImageTarball(): string {
-  const hash = createHash('sha256').update(RECIPE.join('\0')).digest('hex').slice(0, 16);
-  const tarball = join(CACHE, `debian-node-${hash}.tar`);
+  return imageTarball('node');
+}
+
+/** The root file system of the image without Node, as `nodeImageTarball` builds and keeps it. */
+export function bareImageTarball(): string {
+  return imageTarball('bare');
+}
+
+function imageTarball(kind: keyof typeof RECIPES): string {
+  const recipe = RECIPES[kind];
+  const hash = createHash('sha256').update(recipe.join('\0')).digest('hex').slice(0, 16);
+  const tarball = join(CACHE, `debian-${kind}-${hash}.tar`);
   if (existsSync(tarball)) return tarball;
   mkdirSync(CACHE, { recursive: true });
   // Built beside its final name and renamed: a run building it at the same time never reads half a file.
   const partial = `${tarball}.${process.pid}.${randomBytes(4).toString('hex')}.tar`;
   try {
-    execFileSync('mmdebstrap', ['--quiet', ...RECIPE, partial, debianArchive()], {
+    execFileSync('mmdebstrap', ['--quiet', ...recipe, partial, debianArchive()], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
   } catch (error) {

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Context } from 'tendril';
+import { type Context, Router } from 'tendril';
+import { SHIPPED } from './runtimes.js';
 
 export * from './container-image.js';
 export * from './docker-bed.js';
@@ -63,6 +64,51 @@ export function assertNoContextLeft(
   message = 'no process of the context is left in the container',
 ): void {
   assert.deepEqual(tendrilProcessesIn(exec), [], message);
+}
+
+/** A start that may fetch the runtime from the registry and ship it: 3 minutes. */
+export const SHIPPING_TIMEOUT = 180_000;
+
+/**
+ * What a container without Node must give once tendril ships one: the
+ * first context (started by `start`) runs a shipped Node from root's
+ * runtime cache in the container and is a full context (`exerciseContext`);
+ * the second, and the first of a later run (a new Router), send no runtime
+ * bytes; nothing of them is left once they shut down.
+ */
+export async function exerciseShippedContainer(
+  start: (router: Router) => Promise<Context>,
+  exec: (argv: string[]) => string,
+  scratch: string,
+): Promise<void> {
+  const router = new Router({ nodeRuntime: SHIPPED });
+  try {
+    const first = await start(router);
+    const { node } = await exerciseContext(first, scratch);
+    const execPath = await first.call(() => process.execPath);
+    assert.match(execPath, /^\/root\/\.cache\/tendril\/node\/\d+\.\d+\.\d+-x64-[0-9a-f]{16}\/node$/);
+    assert.ok(execPath.includes(`/${node.slice(1)}-x64-`), `${execPath} is Node ${node}`);
+    const shipped = router.runtimeStats();
+    assert.equal(shipped.shipped, 1);
+    assert.ok(shipped.bytesSent > 10_000_000, `a real Node package: ${shipped.bytesSent} bytes`);
+    const second = await start(router);
+    assert.equal(await second.call(() => process.execPath), execPath);
+    assert.deepEqual({ ...router.runtimeStats(), byContext: 0 }, { ...shipped, reused: 1, byContext: 0 });
+    const later = new Router({ nodeRuntime: SHIPPED });
+    try {
+      const third = await start(later);
+      assert.equal(await third.call(() => process.execPath), execPath);
+      assert.deepEqual(
+        { ...later.runtimeStats(), byContext: 0 },
+        { shipped: 0, bytesSent: 0, reused: 1, byContext: 0 },
+      );
+    } finally {
+      await later.shutdown();
+    }
+  } finally {
+    await router.shutdown();
+  }
+  assertNoContextLeft(exec);
 }
 
 /** Milliseconds since `start` (a `performance.now()`), rounded. */

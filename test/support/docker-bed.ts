@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { nodeImageTarball, requireContainerTools } from './container-image.js';
+import { bareImageTarball, nodeImageTarball, requireContainerTools } from './container-image.js';
 import { type Daemon, startDaemon, stopDaemon, unmountUnder, waitUntil } from './host-processes.js';
 
 /**
@@ -99,9 +99,16 @@ export class DockerBed {
     }).trim();
   }
 
-  /** Starts a container of the image that idles until removed; returns its name. */
-  run(name: string, extra: string[] = []): string {
-    this.docker(['run', '--detach', '--network', 'none', '--name', name, ...extra, this.image, 'sleep', 'infinity']);
+  /** Imports the image without Node (`bareImageTarball`), once; returns its name. */
+  bareImage(): string {
+    const image = 'tendril-test-bare:latest';
+    if (this.docker(['images', '--quiet', image]) === '') this.docker(['import', bareImageTarball(), image]);
+    return image;
+  }
+
+  /** Starts a container of `image` (default: the test image) that idles until removed; returns its name. */
+  run(name: string, extra: string[] = [], image = this.image): string {
+    this.docker(['run', '--detach', '--network', 'none', '--name', name, ...extra, image, 'sleep', 'infinity']);
     return name;
   }
 

@@ -2,7 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CONTAINER_LIMITS, nodeImageTarball, requireContainerTools } from './container-image.js';
+import { bareImageTarball, CONTAINER_LIMITS, nodeImageTarball, requireContainerTools } from './container-image.js';
 import { startDaemon, stopDaemon, unmountUnder, waitForProcessesNaming, waitUntil } from './host-processes.js';
 
 /**
@@ -132,9 +132,23 @@ export class PodmanBed {
     });
   }
 
-  /** Starts a container of the image that idles until removed; returns its name. */
-  run(name: string, extra: string[] = []): string {
-    this.podman(RUN(this, name, extra));
+  /** Imports the image without Node (`bareImageTarball`), once; returns its name. */
+  bareImage(): string {
+    const image = 'localhost/tendril-test-bare:latest';
+    if (this.podman(['images', '--quiet', image]) === '') {
+      const tarball = openSync(bareImageTarball(), 'r');
+      try {
+        this.podman(['import', '--quiet', '-', image], tarball);
+      } finally {
+        closeSync(tarball);
+      }
+    }
+    return image;
+  }
+
+  /** Starts a container of `image` (default: the test image) that idles until removed; returns its name. */
+  run(name: string, extra: string[] = [], image = this.image): string {
+    this.podman(RUN(this, name, extra, image));
     return name;
   }
 
@@ -192,14 +206,14 @@ export class PodmanBed {
 const IMPORT = (bed: PodmanBed) => ['import', '--quiet', '-', bed.image];
 
 /** podman's arguments that start an idle container of the test image. */
-const RUN = (bed: PodmanBed, name: string, extra: string[]) => [
+const RUN = (bed: PodmanBed, name: string, extra: string[], image = bed.image) => [
   'run',
   '--detach',
   '--name',
   name,
   ...CONTAINER_LIMITS,
   ...extra,
-  bed.image,
+  image,
   'sleep',
   'infinity',
 ];

@@ -38,6 +38,13 @@ export const ROUTE_PRESSURE = 12;
  */
 export const CALL_SERVICE_HANDLE = 13;
 
+/**
+ * (Parent) describe the Node runtime to ship for an architecture, and send
+ * its bytes when asked. From a child stream only (see
+ * connection/runtime-protocol.ts).
+ */
+export const NODE_RUNTIME = 14;
+
 /** Lowest handle number handed out for receivers. */
 export const FIRST_DYNAMIC_HANDLE = 1000;
 
@@ -56,4 +63,5 @@ export const HANDLE_NAMES: Readonly<Record<number, string>> = {
   [MODULE_STATS]: 'MODULE_STATS',
   [ROUTE_PRESSURE]: 'ROUTE_PRESSURE',
   [CALL_SERVICE_HANDLE]: 'CALL_TOOLKIT',
+  [NODE_RUNTIME]: 'NODE_RUNTIME',
 };

@@ -1,0 +1,201 @@
+/**
+ * Where a child context gets the runtimes it ships to its own children:
+ * its account's runtime cache on its machine (the directory the shell
+ * stage keeps runtimes in, ship-stage.ts), filled from its parent with
+ * NODE_RUNTIME once. So a runtime crosses each hop at most once: a
+ * context that was itself started with a shipped runtime has the package
+ * already, and one that runs its own Node fetches it from its parent the
+ * first time one of its children needs it. Which runtime is the master's
+ * decision, asked once per architecture.
+ *
+ * A package in the cache is checked against the SHA-512 its parent gave
+ * before it is first sent on; one received is written under a temporary
+ * name, checked, and put in place by rename. With no cache directory of
+ * its own (a read-only home), a context passes the bytes through from its
+ * parent for each child, and the target's shell checks them.
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import { ask } from '../core/protocol/serve.js';
+import { Receiver } from '../core/receiver.js';
+import type { Runtime } from '../core/runtime.js';
+import { NODE_RUNTIME_SPEC, RUNTIME_CHUNK, type RuntimeReply } from './runtime-protocol.js';
+import { ENTRY, type RuntimeArch, type RuntimeSource, type ShippableRuntime } from './runtime-types.js';
+
+/** The package's file name in an entry's directory. */
+export const PACKAGE_FILE = 'node.tgz';
+
+const sources = new WeakMap<object, RuntimeSource>();
+
+/** The source of the child context `runtime` belongs to, made on first use. */
+export function childRuntimeSource(runtime: Runtime): RuntimeSource {
+  let source = sources.get(runtime.router);
+  if (!source) {
+    source = new CachedRuntimes(runtime);
+    sources.set(runtime.router, source);
+  }
+  return source;
+}
+
+class CachedRuntimes implements RuntimeSource {
+  /** The master's choice for each architecture. */
+  private readonly chosen = new Map<RuntimeArch, Promise<RuntimeReply>>();
+  /** Each entry's package in the cache, checked (or undefined: none could be kept). */
+  private readonly packages = new Map<string, Promise<string | undefined>>();
+  private directory: Promise<string | undefined> | undefined;
+
+  constructor(private readonly runtime: Runtime) {}
+
+  async get(arch: RuntimeArch): Promise<ShippableRuntime> {
+    let chosen = this.chosen.get(arch);
+    if (!chosen) {
+      chosen = this.ask(arch);
+      this.chosen.set(arch, chosen);
+      // A failure is not kept: the next start asks again.
+      chosen.catch(() => this.chosen.delete(arch));
+    }
+    const reply = await chosen;
+    return { ...reply, open: () => this.bytes(reply) };
+  }
+
+  private ask(arch: RuntimeArch, receiver?: Receiver<Uint8Array>): Promise<RuntimeReply> {
+    const { router } = this.runtime;
+    return ask(
+      router,
+      router.parentId,
+      NODE_RUNTIME_SPEC,
+      { arch, ...(receiver && { chunks: receiver.toSender() }) },
+      { what: `asking for a Node runtime for ${arch}` },
+    );
+  }
+
+  private async *bytes(runtime: RuntimeReply): AsyncIterable<Uint8Array> {
+    let kept = this.packages.get(runtime.entry);
+    if (!kept) {
+      kept = this.keep(runtime);
+      this.packages.set(runtime.entry, kept);
+      kept.catch(() => this.packages.delete(runtime.entry));
+    }
+    const path = await kept;
+    if (path) {
+      yield* createReadStream(path, { highWaterMark: RUNTIME_CHUNK });
+      return;
+    }
+    // Nowhere to keep it: passed through from the parent, checked by the target's shell.
+    const receiver = new Receiver<Uint8Array>(this.runtime.router);
+    const asking = this.ask(runtime.arch, receiver);
+    asking.catch(() => receiver.close());
+    yield* receiver;
+    await asking;
+  }
+
+  /** The package of `runtime` in the cache: found there and checked, or fetched from the parent. */
+  private async keep(runtime: RuntimeReply): Promise<string | undefined> {
+    this.directory ??= cacheDirectory();
+    const directory = await this.directory;
+    if (!directory) return undefined;
+    const path = join(directory, runtime.entry, PACKAGE_FILE);
+    if (await matches(path, runtime)) return path;
+    const work = await fs.mkdtemp(join(directory, '.new-'));
+    try {
+      const temporary = join(work, PACKAGE_FILE);
+      const receiver = new Receiver<Uint8Array>(this.runtime.router);
+      const asking = this.ask(runtime.arch, receiver);
+      asking.catch(() => receiver.close());
+      const hash = createHash('sha512');
+      let size = 0;
+      const out = createWriteStream(temporary, { mode: 0o600 });
+      const written = new Promise<void>((resolve, reject) => {
+        out.on('finish', resolve);
+        out.on('error', reject);
+      });
+      try {
+        for await (const chunk of receiver) {
+          size += chunk.length;
+          if (size > runtime.bytes) throw new Error(`more than the ${runtime.bytes} bytes of Node ${runtime.version}`);
+          hash.update(chunk);
+          if (!out.write(chunk)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
+        }
+      } finally {
+        out.end();
+      }
+      await written;
+      await asking;
+      if (size !== runtime.bytes || hash.digest('hex') !== runtime.sha512) {
+        throw new Error(`the Node runtime ${runtime.entry} received from the parent does not match its size and hash`);
+      }
+      await fs.mkdir(join(directory, runtime.entry), { mode: 0o700 }).catch(() => {});
+      await fs.rename(temporary, path);
+      return path;
+    } finally {
+      await fs.rm(work, { recursive: true, force: true });
+    }
+  }
+}
+
+/** Whether the file at `path` is this account's own package of `runtime`: its size and SHA-512. */
+async function matches(path: string, runtime: RuntimeReply): Promise<boolean> {
+  try {
+    const stats = await fs.lstat(path);
+    if (!stats.isFile() || !ownedAlone(stats) || stats.size !== runtime.bytes) return false;
+    const hash = createHash('sha512');
+    for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+    return hash.digest('hex') === runtime.sha512;
+  } catch {
+    return false;
+  }
+}
+
+/** Owned by this process's user, and nobody else may write it. */
+function ownedAlone(stats: { uid: number; mode: number }): boolean {
+  return stats.uid === process.geteuid?.() && (stats.mode & 0o022) === 0;
+}
+
+/**
+ * The first usable of the places the shell stage keeps runtimes in: the
+ * one this context's own Node came from, when it was shipped, then
+ * `$XDG_CACHE_HOME/tendril/node`, `~/.cache/tendril/node` and
+ * `tendril-<uid>/node` in the temporary directories; each directory from
+ * the first one named down must be this account's, and writable by
+ * nobody else. Undefined when none is.
+ */
+async function cacheDirectory(): Promise<string | undefined> {
+  const shipped = dirname(process.execPath);
+  if (ENTRY.test(basename(shipped)) && (await ownChain(dirname(shipped), []))) return dirname(shipped);
+  const { XDG_CACHE_HOME, HOME } = process.env;
+  const tries: [string, string[]][] = [];
+  if (XDG_CACHE_HOME?.startsWith('/')) tries.push([XDG_CACHE_HOME, ['tendril', 'node']]);
+  if (HOME?.startsWith('/')) tries.push([HOME, ['.cache', 'tendril', 'node']]);
+  const uid = process.geteuid?.() ?? 0;
+  for (const temporary of [process.env.TMPDIR || tmpdir(), '/var/tmp', '/dev/shm']) {
+    await fs.mkdir(join(temporary, `tendril-${uid}`), { mode: 0o700 }).catch(() => {});
+    tries.push([join(temporary, `tendril-${uid}`), ['node']]);
+  }
+  for (const [root, below] of tries) {
+    const found = await ownChain(root, below);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+/** `root` and each of `below` under it (made 0700 when missing), if every one is this account's alone. */
+async function ownChain(root: string, below: string[]): Promise<string | undefined> {
+  let path = root;
+  try {
+    if (!ownedDirectory(await fs.lstat(path))) return undefined;
+    for (const name of below) {
+      path = join(path, name);
+      await fs.mkdir(path, { mode: 0o700 }).catch(() => {});
+      if (!ownedDirectory(await fs.lstat(path))) return undefined;
+    }
+    return path;
+  } catch {
+    return undefined;
+  }
+}
+
+function ownedDirectory(stats: { uid: number; mode: number; isDirectory(): boolean }): boolean {
+  return stats.isDirectory() && ownedAlone(stats);
+}
