@@ -7,7 +7,7 @@
 // connection, timed beside 20 `podman exec C node -e 0`.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chownSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -25,9 +25,11 @@ import {
   exerciseContext,
   IMAGE_USER,
   PodmanBed,
+  SHIPPING_TIMEOUT,
   since,
   startPodmanService,
 } from './support/containers.js';
+import { forgetRuntimes, SHIPPED, shippedEntry } from './support/runtimes.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
 /**
@@ -247,6 +249,64 @@ describe('container methods via other contexts', () => {
     );
   });
 
+  test('containers without Node, over ssh and sudo: Node crosses the ssh link once, and reaches each container from the far side', {
+    timeout: SHIPPING_TIMEOUT,
+  }, async () => {
+    podman.run('bare', [], podman.bareImage());
+    docker.run('bare', [], docker.bareImage());
+    // Each context on the way keeps the package in its account's cache on this machine: the ssh
+    // account (which the master sends it to: the network hop) and root (its HOME may still be the ssh
+    // account's: then a tendril-0 directory). That of the runtime the suite's store sends is the test's
+    // own: removed from each before (so the master must send it) and after.
+    const caches = [
+      '/root/.cache/tendril/node',
+      ...['/tmp', '/var/tmp', '/dev/shm'].map((dir) => `${dir}/tendril-0/node`),
+    ];
+    const forget = (entry: string) => {
+      for (const cache of caches) rmSync(join(cache, entry), { recursive: true, force: true });
+    };
+    const before = shippedEntry();
+    if (before) forget(before);
+    forgetRuntimes(testbed.accounts.docs.name);
+    await using router = new Router({ nodeRuntime: SHIPPED });
+    const docs = testbed.accounts.docs;
+    const ssh = await router.ssh(sshLogin(testbed, docs));
+    const root = await router.sudo({ via: ssh, password: docs.password });
+    const inPodman = await router.podman({
+      container: 'bare',
+      podmanArgs: podman.args,
+      via: root,
+      connectTimeout: SHIPPING_TIMEOUT,
+    });
+    const execPath = await inPodman.call(() => process.execPath);
+    const entry = /^\/root\/\.cache\/tendril\/node\/([^/]+)\/node$/.exec(execPath)?.[1];
+    assert.ok(entry, `a shipped Node in the container: ${execPath}`);
+    try {
+      const once = router.runtimeStats();
+      assert.equal(once.shipped, 1, JSON.stringify(once));
+      assert.deepEqual(Object.keys(once.byContext), [String(ssh.id)], 'the master sent it over ssh alone');
+      assert.ok(
+        caches.some((cache) => existsSync(join(cache, entry, 'node.tgz'))),
+        'root kept the package, from the ssh context',
+      );
+      const inDocker = await router.docker({ container: 'bare', dockerArgs: docker.args, via: root });
+      assert.equal(await inDocker.call(() => process.execPath), execPath);
+      assert.deepEqual(
+        router.runtimeStats(),
+        once,
+        'the second container got it from the far side: nothing more crossed',
+      );
+      await exerciseContext(inPodman, scratch);
+      await exerciseContext(inDocker, scratch);
+      for (const context of [inPodman, inDocker]) await context.shutdown();
+    } finally {
+      forget(entry);
+      forgetRuntimes(testbed.accounts.docs.name);
+    }
+    assertNoContextLeft((argv) => podman.podman(['exec', 'bare', ...argv]));
+    assertNoContextLeft((argv) => docker.docker(['exec', 'bare', ...argv]));
+  });
+
   test('a fleet of 20 podman containers through one ssh connection', async (t) => {
     const count = 20;
     const names = Array.from({ length: count }, (_, i) => `fleet-${i}`);
@@ -290,8 +350,8 @@ describe('container methods via other contexts', () => {
     console.log(summary.format().replace(/^/gm, '# '));
     assert.equal(
       testbed.sshdLog().match(new RegExp(`Accepted publickey for ${docs.name}`, 'g'))?.length,
-      2,
-      'one ssh connection per test',
+      3,
+      'one ssh connection per test that logs in as that account (this one and the two before it)',
     );
   });
 });

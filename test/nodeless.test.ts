@@ -73,6 +73,9 @@ describe('an ssh target without Node', () => {
       // It is a context like any other: calls, commands, modules.
       assert.equal((await first.exec('sh', ['-c', 'echo $((6 * 7))'])).stdout, '42');
       assert.equal(await first.call(() => require('node:os').userInfo().username), bed.accounts.sudoer.name);
+      // Modules forwarded to it: an ESM fixture importing an npm package the target lacks.
+      const tasks = first.import<typeof import('./fixtures/tasks.js')>(new URL('./fixtures/tasks.js', import.meta.url));
+      assert.deepEqual((await tasks.deploy({ version: '1.0' })).steps, [2, 4, 6]);
       const stats = shipping.runtimeStats();
       const last = events.at(-1);
       assert.ok(last, 'ship events were emitted');

@@ -161,6 +161,10 @@ describe('the shell first stage that ships Node', () => {
         new RegExp(`no directory to keep a Node runtime in on \\S+ for user root: tried ${runtimeDirectory} \\(`),
       );
       assert.match(error.message, /on a mount that allows running programs\); set the option runtimeDirectory/);
+      assert.match(
+        error.lastOutput,
+        new RegExp(`${runtimeDirectory} is on a mount that does not allow running programs`),
+      );
       return true;
     });
   });
@@ -203,6 +207,52 @@ describe('the shell first stage that ships Node', () => {
         return true;
       },
     );
+  });
+
+  test('a child asking the master for a runtime (NODE_RUNTIME): a wrong shape is refused, one transfer at a time', async () => {
+    const child = await router.local();
+    const before = router.runtimeStats();
+    const seen = await child.call(async () => {
+      const core = require('tendril:core');
+      const { router: own } = core.contextRuntime();
+      // The handle asked as the core asks any, checking nothing of its own.
+      const spec = {
+        handle: core.NODE_RUNTIME,
+        name: 'NODE_RUNTIME',
+        request: (v: unknown) => v,
+        reply: (v: unknown) => v,
+      };
+      const ask = (value: unknown) =>
+        core.ask(own, 0, spec, value).then(
+          () => 'answered',
+          (error: Error) => `${error.name}: ${error.message}`,
+        );
+      const drain = async (receiver: AsyncIterable<Uint8Array>) => {
+        let bytes = 0;
+        for await (const chunk of receiver) bytes += chunk.length;
+        return bytes;
+      };
+      const wrong = await Promise.all([
+        ask({ arch: 'sparc' }),
+        ask({ arch: 'x64', chunks: 'not a sender' }),
+        ask([1, 2]),
+      ]);
+      const first = new core.Receiver(own);
+      const second = new core.Receiver(own);
+      const asked = [ask({ arch: 'x64', chunks: first.toSender() }), ask({ arch: 'x64', chunks: second.toSender() })];
+      const bytes = await Promise.all([drain(first), drain(second)]);
+      return { wrong, answers: await Promise.all(asked), bytes };
+    });
+    for (const answer of seen.wrong) assert.match(answer, /^ProtocolError: .*NODE_RUNTIME/);
+    assert.match(seen.wrong[0] as string, /arch: expected one of x64, arm64/);
+    assert.match(seen.wrong[1] as string, /chunks: expected a Sender/);
+    assert.deepEqual(seen.answers[0], 'answered');
+    assert.match(seen.answers[1] as string, /is being sent a Node runtime already/);
+    assert.deepEqual(seen.bytes, [readFileSync(tiny).length, 0]);
+    const after = router.runtimeStats();
+    assert.equal(after.shipped - before.shipped, 1, 'one transfer, counted for the child');
+    assert.equal(after.byContext[child.id]?.bytesSent, readFileSync(tiny).length);
+    await child.shutdown();
   });
 
   test('musl, and requests that are not ones, are refused before anything is sent', () => {

@@ -111,13 +111,21 @@ class CachedRuntimes implements RuntimeSource {
         out.on('finish', resolve);
         out.on('error', reject);
       });
+      // Awaited below; a failure before then must not count as unhandled in the meantime.
+      written.catch(() => {});
       try {
         for await (const chunk of receiver) {
           size += chunk.length;
           if (size > runtime.bytes) throw new Error(`more than the ${runtime.bytes} bytes of Node ${runtime.version}`);
           hash.update(chunk);
-          if (!out.write(chunk)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
+          // A write that fails (a full disk) ends the wait as surely as one that drains.
+          if (!out.write(chunk))
+            await Promise.race([new Promise<void>((resolve) => out.once('drain', () => resolve())), written]);
         }
+      } catch (error) {
+        // The parent's sending fails at once, rather than waiting on credit nobody gives.
+        receiver.close();
+        throw error;
       } finally {
         out.end();
       }
@@ -165,16 +173,19 @@ async function cacheDirectory(): Promise<string | undefined> {
   const shipped = dirname(process.execPath);
   if (ENTRY.test(basename(shipped)) && (await ownChain(dirname(shipped), []))) return dirname(shipped);
   const { XDG_CACHE_HOME, HOME } = process.env;
-  const tries: [string, string[]][] = [];
-  if (XDG_CACHE_HOME?.startsWith('/')) tries.push([XDG_CACHE_HOME, ['tendril', 'node']]);
-  if (HOME?.startsWith('/')) tries.push([HOME, ['.cache', 'tendril', 'node']]);
+  if (XDG_CACHE_HOME?.startsWith('/')) {
+    const found = await ownChain(XDG_CACHE_HOME, ['tendril', 'node']);
+    if (found) return found;
+  }
+  if (HOME?.startsWith('/')) {
+    const found = await ownChain(HOME, ['.cache', 'tendril', 'node']);
+    if (found) return found;
+  }
   const uid = process.geteuid?.() ?? 0;
   for (const temporary of [process.env.TMPDIR || tmpdir(), '/var/tmp', '/dev/shm']) {
-    await fs.mkdir(join(temporary, `tendril-${uid}`), { mode: 0o700 }).catch(() => {});
-    tries.push([join(temporary, `tendril-${uid}`), ['node']]);
-  }
-  for (const [root, below] of tries) {
-    const found = await ownChain(root, below);
+    const root = join(temporary, `tendril-${uid}`);
+    await fs.mkdir(root, { mode: 0o700 }).catch(() => {});
+    const found = await ownChain(root, ['node']);
     if (found) return found;
   }
   return undefined;

@@ -274,7 +274,8 @@ export interface ShipStart {
  * The caller sends the core after it.
  * @throws InterpreterError when none can be shipped there (musl, an
  *   unpublished architecture, too old a glibc); BootstrapError when the
- *   request is malformed, no runtime can be had, or the stream closes.
+ *   request is malformed or no runtime can be had; Error when the stream
+ *   closes while the runtime is sent.
  */
 export async function shipRuntime(
   runtime: Runtime,
@@ -326,16 +327,11 @@ export async function shipRuntime(
       total: chosen.bytes,
     });
   progress(0);
-  let sent: number;
-  try {
-    sent = await pipeRuntime(chosen, transport.stdin, progress);
-  } catch (error) {
-    throw new BootstrapError(
-      name,
-      `sending Node ${chosen.version} to ${transport.where} failed: ${(error as Error).message}`,
-      '',
-    );
-  }
+  // A failure here is most often the target's shell giving up: not a BootstrapError, so that the
+  // start reports the process's exit and last words when it has them (see bootstrap.ts).
+  const sent = await pipeRuntime(chosen, transport.stdin, progress).catch((error: Error) => {
+    throw new Error(`sending Node ${chosen.version} to ${transport.where} failed: ${error.message}`);
+  });
   countShipping(router, contextId, 1, sent, 0);
 }
 

