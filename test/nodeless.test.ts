@@ -139,6 +139,25 @@ describe('an ssh target without Node', () => {
     }
   });
 
+  test('sudo that asks for a password: the runtime is sent only after the password is answered, never read as one', {
+    timeout: SLOW,
+  }, async () => {
+    const docs = bed.accounts.docs;
+    forgetRuntimes(docs.name);
+    const shipping = new Router({ nodeRuntime: SHIPPED });
+    try {
+      const ssh = await shipping.ssh({ ...sshLogin(bed, docs), connectTimeout: SLOW });
+      const runtimeDirectory = join(bed.dir, 'root-runtimes');
+      const root = await shipping.sudo({ via: ssh, password: docs.password, runtimeDirectory, connectTimeout: SLOW });
+      assert.equal(await root.call(() => process.getuid?.()), 0);
+      assert.ok((await root.call(() => process.execPath)).startsWith(`${runtimeDirectory}/`));
+      assert.equal((await root.exec('id', ['-un'])).stdout, 'root');
+    } finally {
+      await shipping.shutdown();
+      forgetRuntimes(docs.name);
+    }
+  });
+
   test("a Node too old for the core, found first, is replaced under 'auto' and refused under 'never'", {
     timeout: SLOW,
   }, async () => {
