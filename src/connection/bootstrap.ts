@@ -174,7 +174,7 @@ async function startChild<O extends CommonOptions>(
   const started = Date.now();
   // A method that may prompt gets the core only after the hello, so a prompt never reads it as a password.
   const eager = method.conversation === undefined;
-  const { transport, ids, node, core } = await launch(runtime, method, options, attempt, eager);
+  const { transport, ids, node, core, shipping } = await launch(runtime, method, options, attempt, eager);
   const name = options.name ?? uniqueName(router, session.name, ids.id, taken);
   debug('%s: starting %s (id %d) %s', router.name, name, ids.id, transport.where);
   session.step = `waiting for Node to start (${transport.where})`;
@@ -247,7 +247,8 @@ async function startChild<O extends CommonOptions>(
     // Aborted while the transport came up: straight to the clean-up below.
     abort.check();
     const leftover = await Promise.race([
-      converse(transport, conversation, sendCore, session, early, onShip),
+      // A target that may not have a runtime shipped cannot ask for one by printing the request.
+      converse(transport, conversation, sendCore, session, early, shipping ? onShip : undefined),
       ended().then((error) => Promise.reject(error)),
       timedOut,
       abort.rejected,
@@ -335,7 +336,7 @@ async function launch<O extends CommonOptions>(
   options: O,
   attempt: Attempt,
   eager: boolean,
-): Promise<{ transport: Transport; ids: ChildIds; node: string[] | undefined; core: Uint8Array }> {
+): Promise<{ transport: Transport; ids: ChildIds; node: string[] | undefined; core: Uint8Array; shipping: boolean }> {
   const { session, timeout, abort } = attempt;
   let begun = false;
   try {
@@ -366,7 +367,7 @@ async function launch<O extends CommonOptions>(
       () => new ConnectTimeoutError(session.name, timeout, '', session.step),
       attempt.leftBehind,
     );
-    return { transport, ids, node, core };
+    return { transport, ids, node, core, shipping: ship !== undefined };
   } catch (error) {
     const failure =
       abort.reason !== undefined

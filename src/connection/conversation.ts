@@ -61,6 +61,8 @@ export function converse(
     };
     let received = Buffer.alloc(0);
     let asked = false;
+    // The runtime being sent: the hello of the Node it starts may come before the send has ended.
+    let shipping: Promise<void> | undefined;
     const onOutput = (chunk: Buffer) => {
       received = Buffer.concat([received, chunk]);
       if (onShip && !asked) {
@@ -71,7 +73,8 @@ export function converse(
           // A line too long to be one is passed on cut, and refused as malformed.
           const line = received.subarray(request, end === -1 ? request + MAX_SHIP_REQUEST + 1 : end).toString('latin1');
           received = received.subarray(end === -1 ? received.length : end + 1);
-          onShip(line).catch((error: unknown) => {
+          shipping = onShip(line);
+          shipping.catch((error: unknown) => {
             finish();
             reject(error);
           });
@@ -85,9 +88,15 @@ export function converse(
         return;
       }
       finish();
-      // Sent at once already unless the method may prompt (then it does nothing here).
-      sendCore();
-      resolve(received.subarray(at + HELLO.length));
+      const rest = received.subarray(at + HELLO.length);
+      const go = () => {
+        // Sent at once already unless the method may prompt, or sent after a runtime (then it does nothing here).
+        sendCore();
+        resolve(rest);
+      };
+      // After a runtime, nothing more may go out (the BOOT message) before the core that follows it.
+      if (shipping) shipping.then(go, () => {});
+      else go();
     };
     const finish = () => {
       transport.stderr.off('data', onPrompt);

@@ -62,6 +62,16 @@ function checkCommonOptions(options: CommonOptions, where: string): void {
     throw new InvalidOptionError('shipNode', where, "'auto', 'always' or 'never'", shipNode);
   }
   text(runtimeDirectory, 'runtimeDirectory', where, undefined);
+  // It goes into the shell command in double quotes: variables expand there, commands must not run,
+  // and a ! or a newline would break a csh-family login shell's quoting.
+  if (runtimeDirectory !== undefined && /[!\n`]|\$\(/.test(runtimeDirectory)) {
+    throw new InvalidOptionError(
+      'runtimeDirectory',
+      where,
+      'a path without !, a newline, ` or $( (variables such as $HOME may be used)',
+      runtimeDirectory,
+    );
+  }
 }
 
 /** A boolean, or undefined. */

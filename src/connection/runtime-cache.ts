@@ -80,15 +80,26 @@ class CachedRuntimes implements RuntimeSource {
     }
     const path = await kept;
     if (path) {
-      yield* createReadStream(path, { highWaterMark: RUNTIME_CHUNK });
+      try {
+        yield* createReadStream(path, { highWaterMark: RUNTIME_CHUNK });
+      } catch (error) {
+        // Gone since (a cleaner of temporary files): the next start keeps it anew.
+        this.packages.delete(runtime.entry);
+        throw error;
+      }
       return;
     }
     // Nowhere to keep it: passed through from the parent, checked by the target's shell.
     const receiver = new Receiver<Uint8Array>(this.runtime.router);
     const asking = this.ask(runtime.arch, receiver);
     asking.catch(() => receiver.close());
-    yield* receiver;
-    await asking;
+    try {
+      yield* receiver;
+      await asking;
+    } finally {
+      // A send cut short (the target gave up) ends the parent's too, rather than leaving it waiting on credit.
+      receiver.close();
+    }
   }
 
   /** The package of `runtime` in the cache: found there and checked, or fetched from the parent. */

@@ -97,7 +97,7 @@ export function shippableArch(request: ShipRequest, name: string): RuntimeArch |
   if (!(RUNTIME_ARCHES as readonly string[]).includes(arch)) {
     return new InterpreterError(
       name,
-      `no usable Node.js interpreter, and none can be shipped: ${target}, and the npm registry publishes official Node.js builds only for ${RUNTIME_ARCHES.join(' and ')} (not ${arch}); install Node there or set nodePath to one`,
+      `no usable Node.js interpreter, and none can be shipped: ${target}, and the npm registry publishes official Node.js builds only for ${RUNTIME_ARCHES.join(', ')} (not ${arch}); install Node there or set nodePath to one`,
       '',
     );
   }

@@ -4,8 +4,14 @@
  * context that ships one gets from its source.
  */
 
-/** Architectures the npm registry publishes official Node builds for, in Node's names (`process.arch`). */
-export const RUNTIME_ARCHES = ['x64', 'arm64'] as const;
+/**
+ * Architectures the npm registry publishes official Node builds for, in
+ * Node's names (`process.arch`): `node-linux-<arch>` packages. Every
+ * release is published for x64 and arm64; armv7l, ppc64le and s390x have
+ * a few (14.12.0, 16.20.2, 18.19.0, 18.20.4, 20.11.0 when this was
+ * written), so they need a `nodeRuntime.version` that one matches.
+ */
+export const RUNTIME_ARCHES = ['x64', 'arm64', 'armv7l', 'ppc64le', 's390x'] as const;
 /** One of `RUNTIME_ARCHES`. */
 export type RuntimeArch = (typeof RUNTIME_ARCHES)[number];
 

@@ -62,20 +62,27 @@ const FUNCTIONS = [
   'o() { test -d "$1" || return 1; set -- $(ls -ldn "$1"); test "$3" = "$u" || return 1; case $1 in ?????w*|????????w*) return 1;; esac; };',
   // k DIR SUB...: DIR is ours, and each SUB below it is made (0700) and ours; b is the last.
   'k() { b=$1; shift; o "$b" || return 1; for s do b=$b/$s; mkdir -m 700 "$b" 2>/dev/null; o "$b" || return 1; done; };',
-  // x: a program can run from $b (not a noexec mount); found out once, with a copy of the shell.
-  'x() { test -f "$b/.exec" && return 0; cp /bin/sh "$b/.x$$" 2>/dev/null && "$b/.x$$" -c : 2>/dev/null && mv "$b/.x$$" "$b/.exec" && return 0; rm -f "$b/.x$$"; return 1; };',
+  // a DIR: DIR is absolute, and every directory above it is ours or root's and writable by no one else
+  // (or sticky, as /tmp); DIR itself is made (0700) if missing and must be ours; b is DIR.
+  'a() { case $1 in /*) ;; *) return 1;; esac; b=; IFS=/; set -- $1; unset IFS; for s do test -n "$s" || continue; test -n "$b" && { mkdir -m 700 "$b" 2>/dev/null; o "$b" || v "$b" || return 1; }; b=$b/$s; done; mkdir -m 700 "$b" 2>/dev/null; o "$b"; };',
+  // v DIR: a directory of root's that no one else may write, or that is sticky.
+  'v() { test -d "$1" || return 1; set -- $(ls -ldn "$1"); test "$3" = 0 || return 1; case $1 in ?????????[tT]*) return 0;; ?????w*|????????w*) return 1;; esac; };',
+  // x: a program can run from $b (not a noexec mount); found out once, with a copy of the shell (named
+  // sh, as busybox wants to be called).
+  'x() { test -f "$b/.exec" && return 0; m=$(mktemp -d "$b/.x-XXXXXX") || return 1; cp /bin/sh "$m/sh" 2>/dev/null && "$m/sh" -c : 2>/dev/null && : >"$b/.exec"; rm -rf "$m"; test -f "$b/.exec"; };',
   // t PATH CHECK...: b is a usable cache directory, else PATH joins the ones tried (a noexec one is said).
   't() { y=$1; shift; "$@" && { x && return 0; echo "tendril: $y is on a mount that does not allow running programs; trying the next place" >&2; }; w="$w $y"; b=; return 1; };',
   // r N: exactly N bytes from the stream to stdout.
   'r() { dd bs=65536 count=$(($1 / 65536)) iflag=fullblock 2>/dev/null <&3 || return 1; test $(($1 % 65536)) = 0 || dd bs=$(($1 % 65536)) count=1 iflag=fullblock 2>/dev/null <&3; };',
-  // g ENTRY BYTES HASH: receives a runtime into $b/ENTRY.
-  'g() { z=$b/.new-$$; rm -rf "$z"; mkdir -m 700 "$z" || return 1;',
+  // g ENTRY BYTES HASH: receives a runtime into $b/ENTRY (an entry there holding only the package, as a
+  // context that runs its own Node keeps one, gets the binary added).
+  'g() { z=$(mktemp -d "$b/.new-XXXXXX") || return 1;',
   'echo "tendril: receiving Node runtime $1 ($2 bytes) into $b" >&2;',
-  'r "$2" >"$z/node.tgz" || { echo "tendril: receiving the Node runtime into $b failed (the stream ended, or the disk is full)" >&2; rm -rf "$z"; return 1; };',
+  'r "$2" >"$z/node.tgz" && test $(($(wc -c <"$z/node.tgz"))) = "$2" || { echo "tendril: receiving the Node runtime into $b failed (the stream ended, or the disk is full)" >&2; rm -rf "$z"; return 1; };',
   's=$(sha512sum <"$z/node.tgz");',
   'test "${s%% *}" = "$3" || { echo "tendril: the Node runtime received does not match its hash; it was not used" >&2; rm -rf "$z"; return 1; };',
   'tar -xzf "$z/node.tgz" -C "$z" package/bin/node && mv "$z/package/bin/node" "$z/node" && rm -rf "$z/package" || { echo "tendril: cannot unpack the Node runtime in $b" >&2; rm -rf "$z"; return 1; };',
-  'test -d "$b/$1" || mv "$z" "$b/$1"; rm -rf "$z"; };',
+  'if test -d "$b/$1"; then test -x "$b/$1/node" || mv "$z/node" "$b/$1/node"; else mv "$z" "$b/$1"; fi; rm -rf "$z"; };',
 ];
 
 /**
@@ -92,9 +99,7 @@ export function shipStage(options: ShipStageOptions): string {
           '{ test -n "$HOME" && t "$HOME/.cache/tendril/node" k "$HOME" .cache tendril node; } ||',
           'for d in "${TMPDIR:-/tmp}" /var/tmp /dev/shm; do mkdir -m 700 "$d/tendril-$u" 2>/dev/null; t "$d/tendril-$u/node" k "$d/tendril-$u" node && break; done;',
         ]
-      : [
-          `mkdir -p -m 700 ${quoted(options.directory)} 2>/dev/null; t ${quoted(options.directory)} k ${quoted(options.directory)};`,
-        ];
+      : [`t ${quoted(options.directory)} a ${quoted(options.directory)};`];
   return [
     'u=$(id -u); w=; b=;',
     // q: the C library as one word (l is set by the platform probe of shell.ts).

@@ -5,7 +5,13 @@
  */
 import { createReadStream } from 'node:fs';
 import { RUNTIME_CHUNK } from '../connection/runtime-protocol.js';
-import { entryName, type RuntimeArch, type RuntimeSource, type ShippableRuntime } from '../connection/runtime-types.js';
+import {
+  entryName,
+  RUNTIME_ARCHES,
+  type RuntimeArch,
+  type RuntimeSource,
+  type ShippableRuntime,
+} from '../connection/runtime-types.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { RuntimeStore } from './runtime-store.js';
 
@@ -18,9 +24,11 @@ export interface NodeRuntimeOptions {
    * The release: exact (`'24.11.1'`) or a range npm takes after `@`
    * (`'22'`, `'^22.13'`). A range is met by the newest matching release
    * in the store, else the newest the registry has. Node 12 or newer.
-   * Default `'24'`.
+   * Or one per architecture (`{ x64: '24', armv7l: '20' }`; the registry
+   * has only a few releases for armv7l, ppc64le and s390x, up to 20.11.0),
+   * the default for those not named. Default `'24'`.
    */
-  version?: string;
+  version?: string | Partial<Record<RuntimeArch, string>>;
   /**
    * The master's store of runtime packages. Default
    * `$XDG_CACHE_HOME/tendril/runtimes`, else `~/.cache/tendril/runtimes`.
@@ -35,6 +43,9 @@ export interface NodeRuntimeOptions {
   /** The npm CLI the store fetches with. Default `'npm'` from PATH. */
   npm?: string;
 }
+
+/** How long a failure to get a runtime is the answer for its architecture, in ms. */
+const FAILURE_KEPT = 60_000;
 
 /** The options `nodeRuntime` takes. */
 const OPTIONS = new Set(['version', 'directory', 'tarballs', 'npm']);
@@ -53,7 +64,25 @@ export function checkNodeRuntime(value: unknown, where: string): NodeRuntimeOpti
     if (!OPTIONS.has(key))
       throw new InvalidOptionError(`nodeRuntime.${key}`, where, `one of ${[...OPTIONS].join(', ')}`, key);
   }
-  for (const key of ['version', 'directory', 'npm']) {
+  const { version } = options;
+  if (version !== null && typeof version === 'object' && !Array.isArray(version)) {
+    for (const [arch, spec] of Object.entries(version)) {
+      if (!(RUNTIME_ARCHES as readonly string[]).includes(arch)) {
+        throw new InvalidOptionError(
+          `nodeRuntime.version.${arch}`,
+          where,
+          `an architecture of ${RUNTIME_ARCHES.join(', ')}`,
+          arch,
+        );
+      }
+      if (typeof spec !== 'string' || spec === '') {
+        throw new InvalidOptionError(`nodeRuntime.version.${arch}`, where, 'a non-empty string', spec);
+      }
+    }
+  }
+  for (const key of typeof version === 'object' && version !== null
+    ? ['directory', 'npm']
+    : ['version', 'directory', 'npm']) {
     const given = options[key];
     if (given !== undefined && (typeof given !== 'string' || given === '')) {
       throw new InvalidOptionError(`nodeRuntime.${key}`, where, 'a non-empty string', given);
@@ -76,21 +105,24 @@ export class StoreRuntimes implements RuntimeSource {
 
   /**
    * The runtime for `arch`: chosen once (fetched if the store has no match), then the same.
-   * @throws RuntimeFetchError when none can be had; the next call tries again.
+   * @throws RuntimeFetchError when none can be had; calls within a minute get the same failure.
    */
   get(arch: RuntimeArch): Promise<ShippableRuntime> {
     let chosen = this.chosen.get(arch);
     if (!chosen) {
       chosen = this.choose(arch);
       this.chosen.set(arch, chosen);
-      chosen.catch(() => this.chosen.delete(arch));
+      // A failure is the answer for a minute: a child asking again and again cannot make npm run each time.
+      chosen.catch(() => setTimeout(() => this.chosen.delete(arch), FAILURE_KEPT).unref());
     }
     return chosen;
   }
 
   private async choose(arch: RuntimeArch): Promise<ShippableRuntime> {
     this.store ??= this.open();
-    const stored = await (await this.store).get(this.options.version ?? DEFAULT_RUNTIME_VERSION, arch);
+    const { version } = this.options;
+    const spec = (typeof version === 'object' ? version[arch] : version) ?? DEFAULT_RUNTIME_VERSION;
+    const stored = await (await this.store).get(spec, arch);
     const base64 = /(?:^|\s)sha512-([A-Za-z0-9+/]+=*)/.exec(stored.integrity)?.[1];
     if (!base64) throw new Error(`the runtime ${stored.path} has no SHA-512 integrity (${stored.integrity})`);
     const sha512 = Buffer.from(base64, 'base64').toString('hex');

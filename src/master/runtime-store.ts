@@ -61,6 +61,8 @@ export class RuntimeFetchError extends Error {
 }
 
 const EXACT = /^\d+\.\d+\.\d+$/;
+/** Longest an `npm pack` may take, in ms: 10 minutes. */
+const FETCH_TIMEOUT = 600_000;
 
 /** The master's store of Node runtimes (see the module's comment). */
 export class RuntimeStore {
@@ -185,13 +187,27 @@ export class RuntimeStore {
         const { stdout } = await promisify(execFile)(
           this.npm,
           ['pack', spec, '--json', '--silent', '--pack-destination', work],
-          { cwd: work, maxBuffer: 16 * 1024 * 1024 },
+          // A registry that never answers must not hold every start that needs a runtime for ever.
+          { cwd: work, maxBuffer: 16 * 1024 * 1024, timeout: FETCH_TIMEOUT },
         );
         packed = JSON.parse(stdout);
       } catch (error) {
-        const said = String((error as { stderr?: string }).stderr ?? '').trim() || (error as Error).message;
+        // With --json, npm says what failed as JSON on stdout ({ error: { code, summary } }).
+        const { stdout, stderr } = error as { stdout?: string; stderr?: string };
+        let said = String(stderr ?? '').trim();
+        try {
+          const failed = (JSON.parse(String(stdout)) as { error?: { code?: string; summary?: string } }).error;
+          if (failed?.summary) said = `${failed.code ?? 'error'}: ${failed.summary}${said ? `; ${said}` : ''}`;
+        } catch {
+          // Not JSON: stderr, or the error's message, says it.
+        }
+        said ||= (error as Error).message;
         throw new RuntimeFetchError(
-          `cannot fetch the Node runtime ${spec} with npm (${this.npm} pack): ${said.slice(-2000)}; without registry access, add a tarball of it you have (npm pack ${spec} where there is access)`,
+          `cannot fetch the Node runtime ${spec} with npm (${this.npm} pack): ${said.slice(-2000)}; ${
+            /ETARGET|No matching version/i.test(said)
+              ? `the registry has no release of node-linux-${arch} matching ${version} (npm view node-linux-${arch} versions lists those it has): choose one with the Router's nodeRuntime.version`
+              : `without registry access, add a tarball of it you have (npm pack ${spec} where there is access)`
+          }`,
         );
       }
       const got = packed[0];
