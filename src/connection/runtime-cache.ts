@@ -21,6 +21,7 @@ import { basename, dirname, join } from 'node:path';
 import { ask } from '../core/protocol/serve.js';
 import { Receiver } from '../core/receiver.js';
 import type { Runtime } from '../core/runtime.js';
+import { closed, ownedAlone } from '../core/target-code-cache.js';
 import { NODE_RUNTIME_SPEC, RUNTIME_CHUNK, type RuntimeReply } from './runtime-protocol.js';
 import { ENTRY, type RuntimeArch, type RuntimeSource, type ShippableRuntime } from './runtime-types.js';
 
@@ -158,7 +159,7 @@ class CachedRuntimes implements RuntimeSource {
 async function matches(path: string, runtime: RuntimeReply): Promise<boolean> {
   try {
     const stats = await fs.lstat(path);
-    if (!stats.isFile() || !ownedAlone(stats) || stats.size !== runtime.bytes) return false;
+    if (!stats.isFile() || !ownedAlone(stats, euid()) || stats.size !== runtime.bytes) return false;
     const hash = createHash('sha512');
     for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
     return hash.digest('hex') === runtime.sha512;
@@ -167,9 +168,9 @@ async function matches(path: string, runtime: RuntimeReply): Promise<boolean> {
   }
 }
 
-/** Owned by this process's user, and nobody else may write it. */
-function ownedAlone(stats: { uid: number; mode: number }): boolean {
-  return stats.uid === process.geteuid?.() && (stats.mode & 0o022) === 0;
+/** This process's effective user (-1 where there are none: nothing is then this account's). */
+function euid(): number {
+  return process.geteuid?.() ?? -1;
 }
 
 /**
@@ -206,18 +207,14 @@ async function cacheDirectory(): Promise<string | undefined> {
 async function ownChain(root: string, below: string[]): Promise<string | undefined> {
   let path = root;
   try {
-    if (!ownedDirectory(await fs.lstat(path))) return undefined;
+    if (!closed(await fs.lstat(path), euid())) return undefined;
     for (const name of below) {
       path = join(path, name);
       await fs.mkdir(path, { mode: 0o700 }).catch(() => {});
-      if (!ownedDirectory(await fs.lstat(path))) return undefined;
+      if (!closed(await fs.lstat(path), euid())) return undefined;
     }
     return path;
   } catch {
     return undefined;
   }
-}
-
-function ownedDirectory(stats: { uid: number; mode: number; isDirectory(): boolean }): boolean {
-  return stats.isDirectory() && ownedAlone(stats);
 }

@@ -82,9 +82,14 @@ function whyNot(path: string): string | undefined {
   return undefined;
 }
 
+/** Whether `stats` are of a file owned by `uid` that neither group nor others may write. */
+export function ownedAlone(stats: { uid: number; mode: number }, uid: number): boolean {
+  return stats.uid === uid && (stats.mode & 0o022) === 0;
+}
+
 /** Whether `stats` are of a directory owned by `uid` that neither group nor others may write. */
-function closed(stats: fs.Stats, uid: number): boolean {
-  return stats.isDirectory() && stats.uid === uid && (stats.mode & 0o022) === 0;
+export function closed(stats: { uid: number; mode: number; isDirectory(): boolean }, uid: number): boolean {
+  return stats.isDirectory() && ownedAlone(stats, uid);
 }
 
 /** Temporary files a child killed while writing left behind are removed after this long, in ms. */

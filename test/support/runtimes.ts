@@ -9,6 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import semver from 'semver';
 import type { NodeRuntimeOptions } from 'tendril';
 import { ROOT } from './procs.js';
 
@@ -35,17 +36,11 @@ export function shippedEntry(): string | undefined {
     .map(
       (name) => JSON.parse(readFileSync(join(RUNTIME_STORE, name), 'utf8')) as { version: string; integrity: string },
     )
-    .sort((a, b) => compareVersions(b.version, a.version));
+    .sort((a, b) => semver.rcompare(a.version, b.version));
   const newest = records[0];
   if (!newest) return undefined;
   const sha512 = Buffer.from(newest.integrity.replace(/^sha512-/, ''), 'base64').toString('hex');
   return `${newest.version}-x64-${sha512.slice(0, 16)}`;
-}
-
-function compareVersions(a: string, b: string): number {
-  const [x, y] = [a, b].map((version) => version.split('.').map(Number));
-  for (let i = 0; i < 3; i++) if ((x?.[i] ?? 0) !== (y?.[i] ?? 0)) return (x?.[i] ?? 0) - (y?.[i] ?? 0);
-  return 0;
 }
 
 /** The home directory of `account` (getent). */
