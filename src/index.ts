@@ -116,6 +116,10 @@ export type {
   FleetSummary,
 } from './toolkit/fleet/summary.js';
 export type { FleetTarget } from './toolkit/fleet/target.js';
+export { type CommandJobResult, JobError, type JobErrorCode } from './toolkit/jobs/errors.js';
+export type { Job, JobOutputLine, JobWaitOptions } from './toolkit/jobs/job.js';
+export type { JobState, JobStatus } from './toolkit/jobs/protocol.js';
+export type { CommandJobOptions, FunctionJobOptions, JobOptions } from './toolkit/jobs/start.js';
 export { PoolError } from './toolkit/pool/errors.js';
 export type { AcquireOptions, PoolLease, PoolOptions, PoolRouter, PoolStats } from './toolkit/pool/pool.js';
 export { ContextPool } from './toolkit/pool/pool.js';

@@ -61,6 +61,7 @@ export { Context } from './toolkit/context.js';
 export { receiveInto, type SinkOptions } from './toolkit/files/sink.js';
 export { fetchedFrom } from './toolkit/files/transfer.js';
 export { DEFAULT_FLEET_CONCURRENCY, MAX_FLEET_CONCURRENCY } from './toolkit/fleet/fleet.js';
+export { Job } from './toolkit/jobs/job.js';
 export { DEFAULT_MAX_CONNECTING, DEFAULT_MAX_CONTEXTS } from './toolkit/pool/pool.js';
 export { MAX_VIA_DEPTH, POOL_METHODS } from './toolkit/pool/target.js';
 export {

@@ -10,6 +10,7 @@ import type * as vm from 'node:vm';
 import { boot as bootWith } from './child.js';
 import { CoreSource } from './core-source.js';
 import * as core from './index.js';
+import { bootJob as bootJobWith } from './job-process.js';
 
 export { core };
 
@@ -36,4 +37,12 @@ export function boot(
   const cacheFile = compiled?.cacheFile;
   const stale = script && cacheFile && (compiled?.cachedData === undefined || script.cachedDataRejected === true);
   bootWith(input, output, source, requireFn, core, stale ? { script, path: cacheFile } : undefined);
+}
+
+/**
+ * Starts one of a job's processes (see job-process.ts). Called by the job
+ * stage with the core's source, as it read it from fd 3, and its `require`.
+ */
+export function bootJob(coreSource: Uint8Array, requireFn: NodeJS.Require): void {
+  bootJobWith(coreSource, requireFn, core);
 }

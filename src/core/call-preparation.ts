@@ -7,6 +7,8 @@ export interface PreparedCall {
   source: string;
   /** Specifiers it requires literally, resolved from the call's base before it runs. */
   preload: string[];
+  /** Specifiers of its literal `import('x')` calls, when known: a job loads them before it detaches. */
+  imports?: string[];
   /** Variables it reads from the scope it was written in (see `CapturedVariableError`). */
   captured: string[];
   /** True when it may `require()` or `import()`: the call then carries the file it resolves from. */

@@ -129,6 +129,7 @@ function start(
     firstStage: config.firstStage,
     debugNamespaces: config.debug,
     moduleBase: config.moduleBase,
+    importer,
     onChildLog: (record) => forwardLog(router, record),
   };
   setContextRuntime(runtime);

@@ -431,18 +431,21 @@ export class Context {
     args: unknown[],
     base: string | URL | undefined,
     references: object[],
-  ): CallPayload {
+    forJob = false,
+  ): CallPayload & { i?: string[] } {
     const calls = callPreparationOf(this.router);
-    const { source, preload, captured, usesModules } = calls.prepare(fn);
+    const { source, preload, captured, usesModules, imports } = calls.prepare(fn);
     if (captured.length > 0) {
       throw new CapturedVariableError(captured, fn.name ? `function '${fn.name}'` : 'an anonymous function', this.name);
     }
-    const call: CallPayload = { f: source, a: prepareValue(args, 'args', references) as unknown[] };
-    if (base !== undefined || usesModules) {
+    const call: CallPayload & { i?: string[] } = { f: source, a: prepareValue(args, 'args', references) as unknown[] };
+    // A job resolves its preload option from the base even when the function names no module.
+    if (base !== undefined || usesModules || forJob) {
       const from = calls.resolveBase(base, fn);
       if (from !== undefined) call.b = from;
     }
     if (preload.length > 0) call.p = preload;
+    if (forJob && imports && imports.length > 0) call.i = imports;
     return call;
   }
 
@@ -519,6 +522,23 @@ export type ContextFactory<C extends Context = Context> = (
   parentId: number,
   info: ContextInfo,
 ) => C;
+
+/**
+ * `fn` and `args` as a call to `context` ships them, for a job
+ * (src/toolkit/jobs): with the base resolved even when `fn` names no
+ * module, and its literal `import()` specifiers as `i`, to be loaded
+ * before it detaches. Must be called synchronously from the method the
+ * program called (the default base is found from the stack).
+ */
+export function prepareJobCall(
+  context: Context,
+  fn: AnyFunction,
+  args: unknown[],
+  base: string | URL | undefined,
+  references: object[],
+): CallPayload & { i?: string[] } {
+  return (context as unknown as { prepareCall: Context['prepareCall'] }).prepareCall(fn, args, base, references, true);
+}
 
 /** The message switch a context handle sends through: for tendril's services, which open Receivers and Channels beside their calls. */
 export function routerOf(context: Context): MessageSwitch {

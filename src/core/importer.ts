@@ -53,6 +53,33 @@ export interface ImporterOptions {
   preferTargetModules: boolean;
   /** Sends a GET_MODULE request and blocks until its reply (for synchronous `require()`). */
   requestSync: (message: Message) => Message;
+  /**
+   * Set where no parent serves modules (a job, after it detached): the
+   * error a module outside what was loaded beforehand fails with.
+   */
+  offline?: (specs: string[], from: string) => Error;
+}
+
+/** One specifier as written in a file, and how it is loaded. */
+export interface ModuleUse {
+  /** The file (or a shipped function's base) it is written in. */
+  from: string;
+  /** The specifier as written. */
+  spec: string;
+  /** Whether it is `require`d or `import`ed. */
+  kind: ModuleKind;
+}
+
+/**
+ * What an importer holds for some specifiers: their resolutions and every
+ * file of their closures, so another process can load them with no parent
+ * to ask (see `Importer.snapshot`).
+ */
+export interface ModuleSnapshot {
+  /** `[resolutionKey, target]` pairs. */
+  resolved: [string, Target][];
+  /** Every file of their closures. */
+  files: FileRecord[];
 }
 
 /** The error a native addon `require()` throws in a child. */
@@ -207,6 +234,50 @@ export class Importer {
   }
 
   /**
+   * Fetches what `uses` need that is not here yet (each `from` in one
+   * round trip), then returns their resolutions and the files of their
+   * closures: what a job carries so it loads them after it has detached.
+   * @throws ModuleRequestError when the parent fails to answer.
+   */
+  async snapshot(uses: ModuleUse[]): Promise<ModuleSnapshot> {
+    const groups = new Map<string, ModuleUse[]>();
+    for (const use of uses) {
+      const key = `${use.kind}\0${use.from}`;
+      groups.set(key, [...(groups.get(key) ?? []), use]);
+    }
+    await Promise.all(
+      [...groups.values()].map((group) =>
+        this.prefetch(
+          group[0]?.from as string,
+          group.map((use) => use.spec),
+          group[0]?.kind as ModuleKind,
+        ),
+      ),
+    );
+    const resolved: [string, Target][] = [];
+    const targets: Target[] = [];
+    for (const { from, spec, kind } of uses) {
+      // As this context would load it: a package installed on the target (preferTargetModules) by its path there.
+      const target = this.knownTarget(from, spec, kind);
+      if (!target) continue;
+      resolved.push([resolutionKey(kind, from, spec), target]);
+      targets.push(target);
+    }
+    const files: FileRecord[] = [];
+    for (const path of closureOf(targets, (path) => this.files.get(path)?.deps)) {
+      const file = this.files.get(path);
+      if (file) files.push(file);
+    }
+    return { resolved, files };
+  }
+
+  /** Takes in what `snapshot` returned elsewhere: its files and resolutions are then known here. */
+  restore(snapshot: ModuleSnapshot): void {
+    for (const file of snapshot.files) if (!this.files.has(file.path)) this.files.set(file.path, file);
+    for (const [key, target] of snapshot.resolved) this.remember(key, target);
+  }
+
+  /**
    * What `spec` in `from` is known to resolve to, without asking anyone.
    * @param here true when the module is for this context (then packages
    *   installed on the target may win); false when serving a child.
@@ -303,6 +374,7 @@ export class Importer {
    * @throws ModuleRequestError when the parent answers with an error.
    */
   private fetchSync(from: string, specs: string[], kind: ModuleKind): void {
+    if (this.options.offline) throw this.options.offline(specs, from);
     const request: ModuleRequest = { from, specs, kind };
     for (;;) {
       this.stats.requestsSent++;
@@ -323,6 +395,7 @@ export class Importer {
 
   /** Fetches `specs` and their closures from the parent; concurrent fetches of the same list share one. */
   private fetch(from: string, specs: string[], kind: ModuleKind): Promise<void> {
+    if (this.options.offline) return Promise.reject(this.options.offline(specs, from));
     if (specs.length > MAX_SPECS_PER_REQUEST) {
       const parts: Promise<void>[] = [];
       for (let i = 0; i < specs.length; i += MAX_SPECS_PER_REQUEST)

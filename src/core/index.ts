@@ -22,6 +22,7 @@ export * from './handler-table.js';
 export * from './holdings.js';
 export * from './ids.js';
 export * from './importer.js';
+export type { JobProcess } from './job-process.js';
 export * from './log.js';
 export * from './message.js';
 export * from './options.js';

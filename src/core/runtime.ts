@@ -1,6 +1,7 @@
 import type { Broker } from './broker.js';
 import type { CoreSource } from './core-source.js';
 import type { IdSource } from './ids.js';
+import type { Importer } from './importer.js';
 import type { LogRecord } from './log.js';
 import type { ReadyInfo } from './protocol/boot.js';
 import type { ConnectRequest } from './protocol/connect.js';
@@ -36,6 +37,8 @@ export interface Runtime {
   readonly debugNamespaces: string;
   /** Directory (on the master) shipped functions resolve `require()` from by default. */
   readonly moduleBase: string;
+  /** A child's module system (a job takes from it what it needs before it detaches); none in the master. */
+  readonly importer?: Importer;
   /** Receives output lines of this context's children. */
   readonly onChildLog: (record: LogRecord) => void;
 }

@@ -22,6 +22,8 @@ export interface FunctionAnalysis {
   requires: string[];
   /** Start offsets of the `import` keyword of each dynamic `import(...)`, to rename for the receiving context. */
   dynamicImports: number[];
+  /** Specifiers of its literal `import('x')` calls (a job loads them before it detaches). */
+  imports: string[];
 }
 
 interface AstNode {
@@ -130,12 +132,13 @@ export function analyzeFunction(source: string): FunctionAnalysis {
     // eslint-scope needs `range` on every node.
     ast = parse(`(${source}\n)`, { ecmaVersion: 'latest', sourceType: 'script', ranges: true });
   } catch {
-    return { captured: [], usesModules: true, requires: [], dynamicImports: [] };
+    return { captured: [], usesModules: true, requires: [], dynamicImports: [], imports: [] };
   }
   const typeofOperands = new Set<AstNode>();
   const probed = new Set<string>();
   const requireCalls: AstNode[] = [];
   const dynamicImports: number[] = [];
+  const imports = new Set<string>();
   walk(ast, (node) => {
     if (node.type === 'UnaryExpression' && node.operator === 'typeof') {
       const operand = node.argument as AstNode;
@@ -143,6 +146,8 @@ export function analyzeFunction(source: string): FunctionAnalysis {
       if (operand.type === 'Identifier') probed.add(operand.name as string);
     } else if (node.type === 'ImportExpression') {
       dynamicImports.push(node.start - 1);
+      const source = node.source as AstNode;
+      if (source.type === 'Literal' && typeof source.value === 'string') imports.add(source.value);
     } else if (node.type === 'CallExpression') {
       const callee = node.callee as AstNode;
       if (callee.type === 'Identifier' && callee.name === 'require') requireCalls.push(node);
@@ -153,7 +158,7 @@ export function analyzeFunction(source: string): FunctionAnalysis {
     free = analyze(ast, { ecmaVersion: 2025, sourceType: 'script', fallback: 'iteration' }).globalScope.through;
   } catch (error) {
     debug('cannot analyse the scopes of %s: %s', source.slice(0, 80), (error as Error).message);
-    return { captured: [], usesModules: true, requires: [], dynamicImports };
+    return { captured: [], usesModules: true, requires: [], dynamicImports, imports: [...imports] };
   }
   const captured = new Set<string>();
   let requiresFree = false;
@@ -181,6 +186,7 @@ export function analyzeFunction(source: string): FunctionAnalysis {
     usesModules: requiresFree || dynamicImports.length > 0,
     requires: [...requires],
     dynamicImports,
+    imports: [...imports],
   };
 }
 

@@ -29,6 +29,7 @@ export function callPreparer(): (fn: Parameters<typeof functionSource>[0]) => Pr
       found = {
         source: rewritten,
         preload: analysis.requires,
+        imports: analysis.imports,
         captured: analysis.captured,
         usesModules: analysis.usesModules,
       };

@@ -15,6 +15,13 @@ import type { ExecOptions } from './commands/options.js';
 import type { TemplateValue } from './commands/template.js';
 import { createReadStream, createWriteStream, type FileWriteStream, type WriteStreamOptions } from './files/streams.js';
 import { copy, fetch, type TransferOptions, type TransferResult } from './files/transfer.js';
+import type { CommandJobResult } from './jobs/errors.js';
+import type { Job } from './jobs/job.js';
+import type { JobStatus } from './jobs/protocol.js';
+import { type CommandJobOptions, execJob, type FunctionJobOptions, jobOf, jobsOf, startJob } from './jobs/start.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: parameter types are inferred from the caller's function.
+type AnyFunction = (...args: any[]) => unknown;
 
 /**
  * A handle on a context (a Node interpreter in the tree): call functions
@@ -176,5 +183,78 @@ export class Context extends CoreContext {
    */
   createWriteStream(path: string, options?: WriteStreamOptions): FileWriteStream {
     return createWriteStream(this, path, options);
+  }
+
+  /**
+   * Starts `fn(...args)` as a job: in a new Node process on this context's
+   * target, in a session and process group of its own, that outlives the
+   * connection (and this master). Everything `fn` loads (its literal
+   * `require()`/`import()` with their static closures, and `options.preload`)
+   * is sent before it detaches. Resolves once the job runs. Its state,
+   * result and output are kept in the account's jobs directory on the
+   * target (docs/jobs.md) until `keep` after it ends.
+   *
+   * ```ts
+   * const job = await context.startJob({ timeout: 30 * 60_000, name: 'migrate' }, migrate, '2026-11');
+   * console.log(job.id); // give it to context.job(id) from a later program
+   * ```
+   * @param options `timeout` is required (ms, or `'none'`); `name`, `keep`,
+   *   `grace`, `maxOutput`, `cwd`, `env`, `preload`, `base`.
+   * @returns the job's handle; `await job.result()` gives `fn`'s result.
+   * @throws InvalidOptionError (as its rejection) for a bad or missing option.
+   * @throws CapturedVariableError, UnsupportedValueError, TypeError as `call`
+   *   does, and a TypeError for Senders or Channels among `args`.
+   * @throws JobError `ERR_TENDRIL_JOB_START` when the job could not be
+   *   started, `..._STATE_DIRECTORY` when the account has no safe place for
+   *   its state.
+   */
+  startJob<F extends AnyFunction>(
+    options: FunctionJobOptions,
+    fn: F,
+    ...args: Parameters<F>
+  ): Promise<Job<Awaited<ReturnType<F>>>> {
+    return startJob(this, options, fn, args);
+  }
+
+  /**
+   * Starts a command as a job: `exec`'s detached twin. The command runs
+   * in a session and process group of its own that outlive the
+   * connection; its output goes to files on the target (the last
+   * `maxOutput` bytes of each stream are kept).
+   *
+   * ```ts
+   * const job = await context.execJob('apt-get', ['-y', 'dist-upgrade'], { timeout: 3600_000 });
+   * const { stdout, exitCode } = await job.result();
+   * ```
+   * @param file the program (or, with `shell`, the command line).
+   * @param args its arguments, passed as they are.
+   * @param options as `startJob`'s (`timeout` required), and `shell`.
+   * @returns the job's handle; `await job.result()` gives `{ stdout, stderr, exitCode, signal }`.
+   * @throws InvalidOptionError (as its rejection) for a bad file, argument or option.
+   * @throws JobError as `startJob`.
+   */
+  execJob(file: string, args: readonly string[], options: CommandJobOptions): Promise<Job<CommandJobResult>> {
+    return execJob(this, file, args, options);
+  }
+
+  /**
+   * A handle on job `id` of this context's account on its target: how a
+   * later program re-attaches to a job an earlier one started. Nothing is
+   * sent until a method of the handle is called; an ID that is not one of
+   * this account's jobs then fails with `JobError` `ERR_TENDRIL_JOB_NOT_FOUND`.
+   * @throws InvalidOptionError when `id` does not have the shape of a job ID.
+   */
+  job(id: string): Job {
+    return jobOf(this, id);
+  }
+
+  /**
+   * Every job of this context's account on its target, with its status,
+   * oldest first. Jobs past their `keep` are removed first. A job whose
+   * state file cannot be read is listed as `lost`, with `error` saying why.
+   * @throws JobError `ERR_TENDRIL_JOB_STATE_DIRECTORY` when the account has no safe jobs directory.
+   */
+  jobs(): Promise<JobStatus[]> {
+    return jobsOf(this);
   }
 }

@@ -6,4 +6,6 @@
  */
 export * from './commands/remote.js';
 export * from './files/remote.js';
+export * from './jobs/process.js';
+export * from './jobs/remote.js';
 export * from './services/remote.js';

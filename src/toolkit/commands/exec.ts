@@ -14,8 +14,6 @@ export type CommandTag<T extends string | Buffer> = (
   ...values: TemplateValue[]
 ) => Command<T>;
 
-const MAX_ARGS = 65_536;
-
 /**
  * `context.exec(file, args?, options?)`: checks every argument before anything is sent.
  * @throws InvalidOptionError for a bad file, argument or option.
@@ -34,9 +32,22 @@ export function exec(
     if (maybeOptions !== undefined) throw new InvalidOptionError('args', where, 'an array of strings', argsOrOptions);
     options = argsOrOptions as ExecOptions;
   }
+  checkArgv(file, args, where);
+  return new Command(context, file as string, args, checkOptions(options, where));
+}
+
+/** Most arguments a command takes. */
+const MAX_ARGS = 65_536;
+
+/**
+ * Checks a command's program and arguments.
+ * @throws InvalidOptionError naming the bad one.
+ */
+export function checkArgv(file: unknown, args: readonly unknown[], where: string): asserts file is string {
   if (typeof file !== 'string' || file === '' || file.includes('\0')) {
     throw new InvalidOptionError('file', where, 'a non-empty string without NUL', file);
   }
+  if (!Array.isArray(args)) throw new InvalidOptionError('args', where, 'an array of strings', args);
   if (args.length > MAX_ARGS) {
     throw new InvalidOptionError('args', where, `at most ${MAX_ARGS} arguments`, `${args.length} arguments`);
   }
@@ -45,7 +56,6 @@ export function exec(
       throw new InvalidOptionError(`args[${i}]`, where, 'a string without NUL', arg);
     }
   });
-  return new Command(context, file, args, checkOptions(options, where));
 }
 
 /**

@@ -136,7 +136,8 @@ export const DEFAULT_MAX_BUFFER = 100_000_000;
 /** execa's default `forceKillAfterDelay`, in ms. */
 export const DEFAULT_FORCE_KILL_AFTER = 5000;
 const MAX_ENV_VARIABLES = 4096;
-const MAX_PATH = 4096;
+/** Longest path (cwd, shell) taken. */
+export const MAX_PATH = 4096;
 
 const KNOWN = new Set([
   'shell',
@@ -168,7 +169,8 @@ export function signalName(value: unknown, option: string, where: string): strin
   throw new InvalidOptionError(option, where, "a signal name such as 'SIGTERM' or 'SIGKILL'", value);
 }
 
-function environment(value: unknown, where: string): Record<string, string> | undefined {
+/** Checks an `env` option: an object of string values, with sane names. */
+export function environment(value: unknown, where: string): Record<string, string> | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InvalidOptionError('env', where, 'an object of string values', value);

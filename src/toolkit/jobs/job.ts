@@ -1,0 +1,216 @@
+/**
+ * The master's handle on a job: its status, its result, its output as it
+ * comes, cancel and remove, each one call on the context's connection.
+ * Made by `context.startJob()`, `context.execJob()` and `context.job(id)`.
+ */
+import { CALL_TOOLKIT, type Context, routerOf } from '../../core/context.js';
+import { CallError, type RemoteErrorInfo, remoteError } from '../../core/errors.js';
+import { Receiver } from '../../core/receiver.js';
+import { type CommandJobResult, JobError, type JobErrorCode } from './errors.js';
+import { JOB_STDERR, JOB_STDOUT, type JobStatus, parseJobStatus } from './protocol.js';
+
+/** A line a job wrote, from `job.output()`. */
+export interface JobOutputLine {
+  /** Which of its streams. */
+  stream: 'stdout' | 'stderr';
+  /** The line, without its newline (the last one of a stream may have had none). */
+  line: string;
+}
+
+/** Options of `job.result()`. */
+export interface JobWaitOptions {
+  /** Stop waiting (the job runs on) after this many ms, with `TimeoutError`. Default: wait until it ends. */
+  timeout?: number;
+  /** Stop waiting (the job runs on) when it aborts. */
+  signal?: AbortSignal;
+}
+
+/** Longest line `output()` holds before yielding it in parts, in characters. */
+const MAX_LINE = 1024 * 1024;
+
+/**
+ * A job: work started on a target in a process of its own that outlives
+ * the connection. Every method is one call on the context's connection;
+ * a new master re-attaches with `context.job(id)`.
+ */
+export class Job<T = unknown> {
+  /** The job's ID on its target (24 hex digits). */
+  readonly id: string;
+  /** The context the job is reached through. */
+  readonly context: Context;
+
+  /** Made by `context.startJob()`, `execJob()` and `job(id)`; a program does not construct one. */
+  constructor(context: Context, id: string) {
+    this.context = context;
+    this.id = id;
+  }
+
+  /**
+   * Where the job is: `state` (`running`, `succeeded`, `failed`,
+   * `timed-out`, `cancelled`, or `lost` when its supervisor died without
+   * saying), start and end times, PID, output sizes.
+   * @throws JobError `ERR_TENDRIL_JOB_NOT_FOUND` or `..._CORRUPT`.
+   * @throws ContextDisconnectedError / ChannelError when the context is unreachable.
+   */
+  async status(): Promise<JobStatus> {
+    return this.checkedStatus(await this.ask('jobStatus', [this.id], {}));
+  }
+
+  /**
+   * Waits for the job to end and resolves with its function's result (or,
+   * for a command job, its output and exit status). Waiting has no limit
+   * unless `options.timeout` sets one; the job is never stopped by it.
+   * @throws JobError `ERR_TENDRIL_JOB_FAILED` (the function threw: `cause`
+   *   is what it threw, as a call's `CallError`; the command exited
+   *   non-zero: `result` has its output), `..._TIMED_OUT`, `..._CANCELLED`,
+   *   `..._LOST`, `..._NOT_FOUND`, `..._CORRUPT`.
+   * @throws TimeoutError / the signal's reason when the wait ends first.
+   */
+  async result(options: JobWaitOptions = {}): Promise<T> {
+    const outcome = (await this.ask('jobResult', [this.id], options)) as Record<string, unknown> | null;
+    if (typeof outcome !== 'object' || outcome === null) throw this.malformed('a result that is not an object');
+    const status = this.checkedStatus(outcome.status);
+    const details = { jobId: this.id, contextName: this.context.name, status };
+    let command: CommandJobResult | undefined;
+    if (status.kind === 'command') {
+      if (typeof outcome.stdout !== 'string' || typeof outcome.stderr !== 'string') {
+        throw this.malformed('a command result without its output');
+      }
+      command = { stdout: outcome.stdout, stderr: outcome.stderr, exitCode: status.exitCode, signal: status.signal };
+    }
+    switch (status.state) {
+      case 'succeeded':
+        return (command ?? outcome.value) as T;
+      case 'timed-out':
+        throw new JobError(
+          'ERR_TENDRIL_JOB_TIMED_OUT',
+          `it passed its timeout of ${status.timeout} ms and was killed`,
+          {
+            ...details,
+            result: command,
+          },
+        );
+      case 'cancelled':
+        throw new JobError('ERR_TENDRIL_JOB_CANCELLED', 'it was cancelled', { ...details, result: command });
+      case 'lost':
+        throw new JobError('ERR_TENDRIL_JOB_LOST', status.error ?? 'its supervisor is gone', details);
+      case 'failed': {
+        if (command) {
+          const how = status.signal ? `killed by ${status.signal}` : `exit code ${status.exitCode}`;
+          throw new JobError('ERR_TENDRIL_JOB_FAILED', `the command failed (${how})${tail(command.stderr)}`, {
+            ...details,
+            result: command,
+          });
+        }
+        if (outcome.error !== undefined) {
+          const cause = remoteError(outcome.error as RemoteErrorInfo, this.context.name, this.context.id);
+          throw new JobError('ERR_TENDRIL_JOB_FAILED', `its function threw: ${(cause as Error).message}`, {
+            ...details,
+            cause,
+          });
+        }
+        throw new JobError('ERR_TENDRIL_JOB_FAILED', status.error ?? 'it failed', details);
+      }
+      default:
+        throw this.malformed(`a result of a job that is still ${status.state}`);
+    }
+  }
+
+  /**
+   * The job's output, line by line, from the start of what is kept (see
+   * `maxOutput`), then as it comes, ending once the job has ended. Under
+   * flow control: while the loop does not ask for more, the context
+   * stops reading the job's files. Breaking out of the loop stops it.
+   * @throws JobError `ERR_TENDRIL_JOB_NOT_FOUND`, `..._MALFORMED`.
+   */
+  async *output(): AsyncGenerator<JobOutputLine, void, undefined> {
+    const receiver = new Receiver<unknown>(routerOf(this.context));
+    const sending = this.ask('jobOutput', [this.id, receiver.toSender()], {});
+    sending.catch(() => {});
+    const partial = ['', ''];
+    const names = ['stdout', 'stderr'] as const;
+    try {
+      for await (const value of receiver) {
+        if (
+          !Array.isArray(value) ||
+          value.length !== 2 ||
+          (value[0] !== JOB_STDOUT && value[0] !== JOB_STDERR) ||
+          typeof value[1] !== 'string'
+        ) {
+          throw this.malformed('output that is not [stream, text]');
+        }
+        const index = value[0] === JOB_STDOUT ? 0 : 1;
+        const lines = `${partial[index]}${value[1]}`.split('\n');
+        let rest = lines.pop() as string;
+        for (const line of lines) yield { stream: names[index], line };
+        while (rest.length > MAX_LINE) {
+          yield { stream: names[index], line: rest.slice(0, MAX_LINE) };
+          rest = rest.slice(MAX_LINE);
+        }
+        partial[index] = rest;
+      }
+      await sending;
+      for (const index of [0, 1]) if (partial[index]) yield { stream: names[index], line: partial[index] as string };
+    } finally {
+      receiver.close();
+    }
+  }
+
+  /**
+   * Cancels the job: its whole process group gets SIGTERM, then SIGKILL
+   * after its `grace`. Resolves with its status once it has ended
+   * (`cancelled`, or how it ended if it already had).
+   * @throws JobError `ERR_TENDRIL_JOB_NOT_FOUND`, `..._CORRUPT`.
+   */
+  async cancel(): Promise<JobStatus> {
+    return this.checkedStatus(await this.ask('jobCancel', [this.id], {}));
+  }
+
+  /**
+   * Removes the job's directory (state, result, output) from the target.
+   * @throws JobError `ERR_TENDRIL_JOB_RUNNING` while it runs (cancel it first), `..._NOT_FOUND`.
+   */
+  async remove(): Promise<void> {
+    await this.ask('jobRemove', [this.id], {});
+  }
+
+  /** `'Job(<id>, <context name>)'`. */
+  toString(): string {
+    return `Job(${this.id}, ${this.context.name})`;
+  }
+
+  private async ask(name: string, args: unknown[], options: JobWaitOptions): Promise<unknown> {
+    try {
+      return await this.context[CALL_TOOLKIT](name, args, options, `${name} ${this.id}`);
+    } catch (error) {
+      throw jobErrorOf(error, this.id, this.context.name);
+    }
+  }
+
+  private checkedStatus(value: unknown): JobStatus {
+    const status = parseJobStatus(value);
+    if (typeof status === 'string') throw this.malformed(`a status with ${status}`);
+    if (status.id !== this.id) throw this.malformed(`the status of another job (${status.id})`);
+    return status;
+  }
+
+  private malformed(what: string): JobError {
+    return new JobError('ERR_TENDRIL_JOB_MALFORMED', `the context reported ${what}`, {
+      jobId: this.id,
+      contextName: this.context.name,
+    });
+  }
+}
+
+/** A context's refusal about a job (a plain error with a job code) as a `JobError`; anything else as it is. */
+export function jobErrorOf(error: unknown, jobId: string, contextName: string): unknown {
+  if (error instanceof CallError && error.remoteCode?.startsWith('ERR_TENDRIL_JOB_')) {
+    return new JobError(error.remoteCode as JobErrorCode, error.remoteMessage, { jobId, contextName, cause: error });
+  }
+  return error;
+}
+
+function tail(stderr: string): string {
+  const text = stderr.trim();
+  return text ? `: ${text.length > 2000 ? `...${text.slice(-2000)}` : text}` : '';
+}
