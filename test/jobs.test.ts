@@ -8,6 +8,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { type Context, InvalidOptionError, type Job, JobError, Router } from 'tendril';
 import { Job as JobHandle } from '#dist/internal.js';
+import { nodeBinary } from './support/nodes.js';
 import { isAlive, ROOT, sleep, waitFor } from './support/procs.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
@@ -263,6 +264,28 @@ describe('jobs: work that outlives the connection', () => {
     assert.equal(listed?.state, 'lost');
     assert.match(listed?.error as string, /corrupted/);
     rmSync(join(jobs, corrupt.id), { recursive: true });
+  });
+
+  test('jobs run on the oldest Node a context may run (12), functions and commands', async () => {
+    const old = await router.local({ name: 'jobs-node12', nodePath: nodeBinary(12), env });
+    try {
+      const job = track(
+        await old.startJob({ timeout: 20_000 }, async () => {
+          console.log('on', process.version);
+          return process.versions.node.split('.')[0];
+        }),
+      );
+      assert.equal(await job.result(), '12');
+      const lines = [];
+      for await (const line of job.output()) lines.push(line.line);
+      assert.deepEqual(lines, [`on ${old.info.nodeVersion}`]);
+      const command = track(await old.execJob('sh', ['-c', 'echo $0', 'twelve'], { timeout: 20_000, keep: 0 }));
+      assert.equal((await command.result()).stdout, 'twelve\n');
+      await job.remove();
+      await assert.rejects(job.status(), { code: 'ERR_TENDRIL_JOB_NOT_FOUND' });
+    } finally {
+      await old.shutdown();
+    }
   });
 
   test('finished jobs are removed past keep', async () => {

@@ -36,6 +36,7 @@ import {
   REQUEST_FILE,
   RESULT_FILE,
   readRecord,
+  removeJobDirectory,
   STDERR_FILE,
   STDOUT_FILE,
   SUPERVISOR_LOG,
@@ -284,7 +285,7 @@ export function jobRemove(id: string): void {
       );
     }
   }
-  fs.rmSync(directory, { recursive: true, force: true });
+  removeJobDirectory(directory);
 }
 
 /**
@@ -363,7 +364,7 @@ function prune(root: string): void {
         : isLost(record)
           ? fs.statSync(join(directory, 'state')).mtimeMs
           : null;
-      if (ended !== null && ended + record.keep < now) fs.rmSync(directory, { recursive: true, force: true });
+      if (ended !== null && ended + record.keep < now) removeJobDirectory(directory);
     } catch {
       // Not a job, or one whose state cannot be read: left for the program to see.
     }

@@ -128,7 +128,7 @@ export function writeAtomically(directory: string, name: string, data: string | 
     fs.fsyncSync(fd);
   } catch (error) {
     fs.closeSync(fd);
-    fs.rmSync(temp, { force: true });
+    removeFile(temp);
     throw error;
   }
   fs.closeSync(fd);
@@ -250,4 +250,28 @@ export function killGroup(pgid: number, signal: NodeJS.Signals): void {
   } catch {
     // Gone already.
   }
+}
+
+function removeFile(path: string): void {
+  try {
+    fs.unlinkSync(path);
+  } catch {
+    // Already gone.
+  }
+}
+
+/**
+ * Removes a job's directory: its files (a link is removed, never
+ * followed), then the directory. Written out because fs.rmSync is missing
+ * on the Node 12 to 14.13 a context may run.
+ */
+export function removeJobDirectory(directory: string): void {
+  let names: string[];
+  try {
+    names = fs.readdirSync(directory);
+  } catch {
+    return;
+  }
+  for (const name of names) removeFile(join(directory, name));
+  fs.rmdirSync(directory);
 }

@@ -133,8 +133,10 @@ export function supervise(directory: string, request: JobRequest, coreSource: Ui
     if (record.state !== 'starting') return;
     finish({ state: 'failed', error: `the job could not be started: ${error.message}` });
   });
-  if (spec.kind === 'command') child.on('spawn', running);
-  else {
+  // The pid is there as soon as the program was found (the 'spawn' event is missing before Node 15.1).
+  if (spec.kind === 'command') {
+    if (child.pid !== undefined) running();
+  } else {
     const ready = child.stdio[4] as NodeJS.ReadableStream;
     let said = '';
     ready.on('data', (chunk: Buffer) => {
