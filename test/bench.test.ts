@@ -175,6 +175,29 @@ test('npm run bench:runtime, in smoke mode, measures every row against the ssh f
   }
 });
 
+// The jobs bench keeps working: a job polled over the suite's sshd beside
+// Ansible's async_status; nothing about speed is asserted.
+test('npm run bench:jobs, in smoke mode, measures a poll against Ansible async_status', {
+  timeout: 600_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tendril-bench-jobs-test-'));
+  try {
+    const json = join(dir, 'results.json');
+    await promisify(execFile)(process.execPath, [join(ROOT, 'build', 'bench', 'jobs.js'), '--smoke', '--json', json], {
+      cwd: ROOT,
+      timeout: 540_000,
+    });
+    const { summaries } = JSON.parse(readFileSync(json, 'utf8')) as { summaries: Summary[] };
+    for (const metric of ['time per poll', 'bytes on the wire per poll (both ways)']) {
+      const s = summaries.find((summary) => summary.metric === metric);
+      assert.ok(s && Number.isFinite(s.median) && s.median > 0, metric);
+      assert.ok(Number.isFinite(s.peers['Ansible async_status']?.median), `${metric}: no Ansible figure`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 /** Every bench script a user runs (or the bench runs as a process), relative to bench/. */
 const SCRIPTS = [
   'index',
@@ -185,6 +208,7 @@ const SCRIPTS = [
   'fleet',
   'containers',
   'runtime',
+  'jobs',
   'scripts/call',
   'scripts/fanout',
   'scripts/steps',
