@@ -51,6 +51,29 @@ describe('podman', () => {
     assertNoContextLeft((argv) => bed.podman(['exec', 'web', ...argv]));
   });
 
+  test('a job in a container outlives its context and is re-attached from a new one, as the same user', async () => {
+    await using router = new Router();
+    const first = await router.podman({ container: 'web', user: IMAGE_USER, podmanArgs: bed.args });
+    const job = await first.startJob({ timeout: 30_000, name: 'in-container' }, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      console.log('done in', require('node:os').hostname());
+      return process.getuid?.();
+    });
+    await first.shutdown();
+    const second = await router.podman({ container: 'web', user: IMAGE_USER, podmanArgs: bed.args });
+    const again = second.job(job.id);
+    assert.equal((await again.status()).state, 'running', 'it outlived the context that started it');
+    assert.equal(await again.result(), 1000);
+    const lines = [];
+    for await (const { line } of again.output()) lines.push(line);
+    assert.match(lines.join('\n'), /^done in /);
+    // Another account's jobs are not this one's.
+    const root = await router.podman({ container: 'web', podmanArgs: bed.args });
+    assert.ok(!(await root.jobs()).some((status) => status.id === job.id));
+    await assert.rejects(root.job(job.id).status(), { code: 'ERR_TENDRIL_JOB_NOT_FOUND' });
+    await again.remove();
+  });
+
   test('as another user, then sudo and su inside the container', async () => {
     await using router = new Router();
     const app = await router.podman({ container: 'web', user: IMAGE_USER, podmanArgs: bed.args });
