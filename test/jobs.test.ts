@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { type Context, InvalidOptionError, type Job, JobError, Router } from 'tendril';
+import { type Context, InvalidOptionError, type Job, JobError, Router, TimeoutError } from 'tendril';
 import { Job as JobHandle } from '#dist/internal.js';
 import { nodeBinary } from './support/nodes.js';
 import { isAlive, ROOT, sleep, waitFor } from './support/procs.js';
@@ -177,6 +177,9 @@ describe('jobs: work that outlives the connection', () => {
     const job = track(await context.execJob('sh', ['-c', 'sleep 300 & sleep 300'], { timeout: 'none' }));
     const { pid } = await job.status();
     await waitFor(() => groupMembers(pid as number).length >= 2, 5000);
+    // Waiting has its own limit; the job runs on past it.
+    await assert.rejects(job.result({ timeout: 300 }), (error: unknown) => error instanceof TimeoutError);
+    assert.equal((await job.status()).state, 'running');
     const status = await job.cancel();
     assert.equal(status.state, 'cancelled');
     assert.deepEqual(groupMembers(pid as number), []);

@@ -4,6 +4,7 @@ import { decode } from './codec.js';
 import { ModuleRequestError } from './errors.js';
 import { Importer, type ModuleSnapshot, TOOLKIT_MODULE_ID } from './importer.js';
 import { MessageSwitch } from './switch.js';
+import { closed, ownedAlone } from './target-code-cache.js';
 
 /** What the core reads of a job's request file; the rest is the toolkit's (src/toolkit/jobs). */
 interface JobModules {
@@ -42,7 +43,19 @@ export interface JobProcess {
  */
 export function bootJob(coreSource: Uint8Array, nativeRequire: NodeJS.Require, core: object): void {
   const [role, directory] = process.argv.slice(2) as [string, string];
-  const request = decode(fs.readFileSync(join(directory, 'request'))) as JobModules;
+  const uid = process.geteuid?.() ?? 0;
+  // The job's directory and request must be this account's alone, as the context made them.
+  if (!closed(fs.lstatSync(directory), uid)) throw new Error(`${directory} is not a directory of this account's alone`);
+  const fd = fs.openSync(join(directory, 'request'), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  let data: Buffer;
+  try {
+    const stats = fs.fstatSync(fd);
+    if (!stats.isFile() || !ownedAlone(stats, uid)) throw new Error(`${directory}/request is not this account's alone`);
+    data = fs.readFileSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  const request = decode(data) as JobModules;
   const router = new MessageSwitch({ id: 1, name: 'job', parentIds: [] });
   const importer = new Importer(router, core, nativeRequire, {
     preferTargetModules: false,

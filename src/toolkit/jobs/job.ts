@@ -4,7 +4,7 @@
  * Made by `context.startJob()`, `context.execJob()` and `context.job(id)`.
  */
 import { CALL_TOOLKIT, type Context, routerOf } from '../../core/context.js';
-import { CallError, type RemoteErrorInfo, remoteError } from '../../core/errors.js';
+import { CallError, type RemoteErrorInfo, remoteError, TimeoutError } from '../../core/errors.js';
 import { Receiver } from '../../core/receiver.js';
 import { type CommandJobResult, JobError, type JobErrorCode } from './errors.js';
 import { JOB_STDERR, JOB_STDOUT, type JobStatus, parseJobStatus } from './protocol.js';
@@ -24,6 +24,20 @@ export interface JobWaitOptions {
   /** Stop waiting (the job runs on) when it aborts. */
   signal?: AbortSignal;
 }
+
+/** How long one `jobResult` call waits on the target before it answers with the status, in ms. */
+const RESULT_WAIT = 30_000;
+/** Time allowed for that answer to travel, on top of the wait, in ms. */
+const RESULT_WAIT_SLACK = 10_000;
+
+/** The codes a context may name in a refusal about a job (anything else stays a `CallError`). */
+const JOB_ERROR_CODES: ReadonlySet<string> = new Set([
+  'ERR_TENDRIL_JOB_NOT_FOUND',
+  'ERR_TENDRIL_JOB_CORRUPT',
+  'ERR_TENDRIL_JOB_RUNNING',
+  'ERR_TENDRIL_JOB_START',
+  'ERR_TENDRIL_JOB_STATE_DIRECTORY',
+]);
 
 /** Longest line `output()` holds before yielding it in parts, in characters. */
 const MAX_LINE = 1024 * 1024;
@@ -67,9 +81,25 @@ export class Job<T = unknown> {
    * @throws TimeoutError / the signal's reason when the wait ends first.
    */
   async result(options: JobWaitOptions = {}): Promise<T> {
-    const outcome = (await this.ask('jobResult', [this.id], options)) as Record<string, unknown> | null;
-    if (typeof outcome !== 'object' || outcome === null) throw this.malformed('a result that is not an object');
-    const status = this.checkedStatus(outcome.status);
+    const { timeout, signal } = options;
+    const deadline = timeout === undefined ? undefined : Date.now() + timeout;
+    let outcome: Record<string, unknown> | null;
+    let status: JobStatus;
+    // The context waits a while and answers with the status if the job still runs: ask again, until it ends.
+    for (;;) {
+      const left = deadline === undefined ? undefined : Math.max(0, deadline - Date.now());
+      const wait = Math.min(RESULT_WAIT, left ?? RESULT_WAIT);
+      outcome = (await this.ask('jobResult', [this.id, wait], {
+        ...(left !== undefined && { timeout: left + RESULT_WAIT_SLACK }),
+        ...(signal && { signal }),
+      })) as Record<string, unknown> | null;
+      if (typeof outcome !== 'object' || outcome === null) throw this.malformed('a result that is not an object');
+      status = this.checkedStatus(outcome.status);
+      if (status.state !== 'running' && status.state !== 'starting') break;
+      if (left !== undefined && left <= wait) {
+        throw new TimeoutError(`result of job ${this.id}`, this.context.name, timeout as number);
+      }
+    }
     const details = { jobId: this.id, contextName: this.context.name, status };
     let command: CommandJobResult | undefined;
     if (status.kind === 'command') {
@@ -112,7 +142,7 @@ export class Job<T = unknown> {
         throw new JobError('ERR_TENDRIL_JOB_FAILED', status.error ?? 'it failed', details);
       }
       default:
-        throw this.malformed(`a result of a job that is still ${status.state}`);
+        throw this.malformed(`a result of a job in state ${status.state}`);
     }
   }
 
@@ -204,7 +234,7 @@ export class Job<T = unknown> {
 
 /** A context's refusal about a job (a plain error with a job code) as a `JobError`; anything else as it is. */
 export function jobErrorOf(error: unknown, jobId: string, contextName: string): unknown {
-  if (error instanceof CallError && error.remoteCode?.startsWith('ERR_TENDRIL_JOB_')) {
+  if (error instanceof CallError && error.remoteCode !== undefined && JOB_ERROR_CODES.has(error.remoteCode)) {
     return new JobError(error.remoteCode as JobErrorCode, error.remoteMessage, { jobId, contextName, cause: error });
   }
   return error;

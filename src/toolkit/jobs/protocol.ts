@@ -65,6 +65,8 @@ export interface JobRecord {
   timeout: number | null;
   /** How long it is kept after it ended, in ms. */
   keep: number;
+  /** Bytes of each output stream kept. */
+  maxOutput: number;
   /** The supervisor's PID and start time (clock ticks since boot, /proc/<pid>/stat), and the boot it ran in. */
   supervisor: { pid: number; start: string | null } | null;
   /** The boot (Linux's boot_id) the supervisor ran in. */

@@ -26,7 +26,7 @@ import {
 import { type JobRequest, STARTED } from './request.js';
 import { JOB_STAGE } from './stage.js';
 import {
-  groupAlive,
+  CANCEL_FILE,
   isLost,
   JobLookupError,
   jobDirectory,
@@ -79,33 +79,47 @@ export async function jobStart(spec: JobSpec): Promise<Record<string, unknown>> 
   // Everything the job loads is here before it detaches: nobody serves modules to it afterwards.
   const modules = await importer.snapshot(uses);
   const id = newJobId();
+  // Made whole under a name no reader takes for a job, then renamed: a failure here leaves no half job.
+  const building = join(root, `.${id}.new`);
+  fs.mkdirSync(building, 0o700);
   const directory = join(root, id);
-  fs.mkdirSync(directory, 0o700);
-  const request: JobRequest = { modules, toolkitFrom, id, spec, moduleBase: runtime.moduleBase };
-  writeAtomically(directory, REQUEST_FILE, encode(request));
-  const record: JobRecord = {
-    v: 1,
-    id,
-    name: spec.name,
-    kind: spec.kind,
-    state: 'starting',
-    createdAt: Date.now(),
-    startedAt: null,
-    endedAt: null,
-    timeout: spec.timeout,
-    keep: spec.keep,
-    supervisor: null,
-    bootId: null,
-    pid: null,
-    pidStart: null,
-    exitCode: null,
-    signal: null,
-    error: null,
-    output: { stdout: 0, stderr: 0, droppedStdout: 0, droppedStderr: 0 },
-    inodes: null,
-  };
-  writeRecord(directory, record);
-  await launch(directory, runtime.coreSource.source);
+  try {
+    const request: JobRequest = { modules, toolkitFrom, id, spec, moduleBase: runtime.moduleBase };
+    writeAtomically(building, REQUEST_FILE, encode(request));
+    writeRecord(building, {
+      v: 1,
+      id,
+      name: spec.name,
+      kind: spec.kind,
+      state: 'starting',
+      createdAt: Date.now(),
+      startedAt: null,
+      endedAt: null,
+      timeout: spec.timeout,
+      keep: spec.keep,
+      maxOutput: spec.maxOutput,
+      supervisor: null,
+      bootId: null,
+      pid: null,
+      pidStart: null,
+      exitCode: null,
+      signal: null,
+      error: null,
+      output: { stdout: 0, stderr: 0, droppedStdout: 0, droppedStderr: 0 },
+      inodes: null,
+    });
+    fs.renameSync(building, directory);
+  } catch (error) {
+    removeJobDirectory(building);
+    throw error;
+  }
+  try {
+    await launch(directory, runtime.coreSource.source);
+  } catch (error) {
+    // A supervisor that comes late must not start the job: the master was told it failed.
+    abandon(directory);
+    throw Object.assign(new Error(`job ${id}: ${(error as Error).message}`), { code: 'ERR_TENDRIL_JOB_START' });
+  }
   return statusOf(readRecord(directory), false);
 }
 
@@ -147,11 +161,7 @@ function launch(directory: string, coreSource: Uint8Array): Promise<void> {
       } catch {
         // Nothing logged.
       }
-      reject(
-        Object.assign(new Error(`the job's supervisor failed to start the job: ${why}${logged ? `\n${logged}` : ''}`), {
-          code: 'ERR_TENDRIL_JOB_START',
-        }),
-      );
+      reject(new Error(`the job's supervisor failed to start it: ${why}${logged ? `\n${logged}` : ''}`));
     };
     said.on('data', (chunk: Buffer) => {
       text += chunk.toString();
@@ -160,6 +170,10 @@ function launch(directory: string, coreSource: Uint8Array): Promise<void> {
     said.on('error', () => {});
     said.on('end', () => {
       if (text !== STARTED) finish(text.replace(/^failed /, '').trim() || 'it exited before the job ran');
+    });
+    // A whole `failed` line is the answer: a job that kept the pipe open must not make this wait.
+    said.on('data', () => {
+      if (text.startsWith('failed ') && text.endsWith('\n')) finish(text.slice('failed '.length).trim());
     });
     child.on('error', (error) => finish(`/bin/sh could not be run: ${error.message}`));
   });
@@ -187,30 +201,40 @@ export function jobList(): Record<string, unknown>[] {
       const record = readRecord(directory);
       list.push(statusOf(record, isLost(record)));
     } catch (error) {
-      const stats = fs.statSync(directory);
-      list.push({
-        id,
-        kind: 'function',
-        state: 'lost',
-        createdAt: stats.mtimeMs,
-        error: (error as Error).message,
-      });
+      let createdAt: number;
+      try {
+        createdAt = fs.statSync(directory).mtimeMs;
+      } catch {
+        continue;
+      }
+      list.push({ id, kind: 'function', state: 'lost', createdAt, error: (error as Error).message });
     }
   }
   return list.sort((a, b) => (a.createdAt as number) - (b.createdAt as number));
 }
 
-/** Waits until job `id` has ended (or is lost), then reports how. */
-export async function jobResult(id: string): Promise<JobOutcome> {
+/**
+ * Waits until job `id` has ended (or is lost), at most `waitMs`, then
+ * reports how; a job still running by then is reported with its status
+ * only, and the master asks again (so a master that gave up leaves no
+ * endless poller here).
+ */
+export async function jobResult(id: string, waitMs: number): Promise<JobOutcome> {
   const directory = jobDirectory(jobs(), id);
+  const deadline = Date.now() + Math.max(0, Math.min(Number(waitMs) || 0, MAX_RESULT_WAIT));
   let record = readRecord(directory);
-  while (!FINAL_STATES.has(record.state) && !isLost(record)) {
+  while (!FINAL_STATES.has(record.state) && !isLost(record) && Date.now() < deadline) {
     await delay(POLL_MS);
     record = readRecord(directory);
   }
   const status = statusOf(record, isLost(record)) as unknown as JobOutcome['status'];
+  if (!FINAL_STATES.has(status.state)) return { status };
   if (record.kind === 'command') {
-    return { status, stdout: keptOutput(directory, STDOUT_FILE), stderr: keptOutput(directory, STDERR_FILE) };
+    return {
+      status,
+      stdout: keptOutput(directory, STDOUT_FILE, record.maxOutput),
+      stderr: keptOutput(directory, STDERR_FILE, record.maxOutput),
+    };
   }
   if (record.state !== 'succeeded' && record.state !== 'failed') return { status };
   let data: Buffer;
@@ -231,40 +255,94 @@ export async function jobResult(id: string): Promise<JobOutcome> {
   return data[0] === 1 ? { status, value } : { status, error: value as JobOutcome['error'] };
 }
 
-/** The output kept in a job's file, at most the job's limit (the tail). */
-function keptOutput(directory: string, name: string): string {
-  const { spec } = decode(fs.readFileSync(join(directory, REQUEST_FILE))) as JobRequest;
+/** Longest a `jobResult` call waits before it answers with the status, in ms. */
+const MAX_RESULT_WAIT = 60_000;
+
+/** The output kept in a job's file: its last `limit` bytes, read as such (the file may hold twice that). */
+function keptOutput(directory: string, name: string, limit: number): string {
+  let fd: number;
   try {
-    const data = fs.readFileSync(join(directory, name));
-    return data.subarray(Math.max(0, data.length - spec.maxOutput)).toString('utf8');
+    fd = fs.openSync(join(directory, name), 'r');
   } catch {
     return '';
+  }
+  try {
+    const size = fs.fstatSync(fd).size;
+    const length = Math.min(size, limit);
+    const buffer = Buffer.alloc(length);
+    let read = 0;
+    while (read < length) {
+      const got = fs.readSync(fd, buffer, read, length - read, size - length + read);
+      if (got <= 0) break;
+      read += got;
+    }
+    return buffer.subarray(0, read).toString('utf8');
+  } finally {
+    fs.closeSync(fd);
   }
 }
 
 /**
- * Cancels job `id`: its supervisor is sent SIGTERM and kills the job's
+ * Cancels job `id`: a `cancel` file tells its supervisor (which then never
+ * starts a job not yet started), and SIGTERM makes it kill the job's
  * process group (SIGTERM, then SIGKILL after the job's grace). Resolves
- * with the status once it has ended. A lost job's group is killed here,
- * when its leader is still the process that was started.
+ * with the status once it has ended, or as it is after the grace and
+ * CANCEL_MARGIN. A lost job's group is killed here, when its leader is
+ * still the process that was started.
  */
 export async function jobCancel(id: string): Promise<Record<string, unknown>> {
   const directory = jobDirectory(jobs(), id);
   let record = readRecord(directory);
   if (FINAL_STATES.has(record.state)) return statusOf(record, false);
   if (isLost(record)) {
-    if (record.pid !== null && sameProcess(record.pid, record.pidStart, record.bootId)) {
+    if (record.pid !== null && record.pidStart !== null && sameProcess(record.pid, record.pidStart, record.bootId)) {
       killGroup(record.pid, 'SIGKILL');
     }
     return statusOf(record, true);
   }
-  const supervisor = record.supervisor;
-  if (supervisor) process.kill(supervisor.pid, 'SIGTERM');
-  while (!FINAL_STATES.has(record.state) && !isLost(record)) {
-    await delay(POLL_MS / 2);
+  writeAtomically(directory, CANCEL_FILE, '');
+  const deadline = Date.now() + readGrace(directory) + CANCEL_MARGIN;
+  let signalled = false;
+  for (;;) {
     record = readRecord(directory);
+    if (FINAL_STATES.has(record.state) || isLost(record) || Date.now() > deadline) break;
+    const supervisor = record.supervisor;
+    // Until the supervisor has said who it is, it finds the file itself before it starts anything.
+    if (!signalled && supervisor && sameProcess(supervisor.pid, supervisor.start, record.bootId)) {
+      signalled = true;
+      try {
+        process.kill(supervisor.pid, 'SIGTERM');
+      } catch {
+        // It ended meanwhile: the record says how.
+      }
+    }
+    await delay(POLL_MS / 2);
   }
   return statusOf(record, isLost(record));
+}
+
+/** Extra time `cancel()` waits beyond the job's grace, in ms. */
+const CANCEL_MARGIN = 10_000;
+
+function readGrace(directory: string): number {
+  try {
+    return (decode(fs.readFileSync(join(directory, REQUEST_FILE))) as JobRequest).spec.grace;
+  } catch {
+    return 5000;
+  }
+}
+
+/** Makes sure a job whose start failed never runs: its supervisor finds the cancel file, or gets SIGTERM. */
+function abandon(directory: string): void {
+  try {
+    writeAtomically(directory, CANCEL_FILE, '');
+    const record = readRecord(directory);
+    if (record.supervisor && sameProcess(record.supervisor.pid, record.supervisor.start, record.bootId)) {
+      process.kill(record.supervisor.pid, 'SIGTERM');
+    }
+  } catch {
+    // Nothing more to do: the supervisor is gone or never came.
+  }
 }
 
 /**
@@ -273,12 +351,17 @@ export async function jobCancel(id: string): Promise<Record<string, unknown>> {
  */
 export function jobRemove(id: string): void {
   const directory = jobDirectory(jobs(), id);
-  const record = readRecord(directory);
-  if (!FINAL_STATES.has(record.state) && !isLost(record)) {
-    throw new JobLookupError(`job ${id} is still ${record.state}; cancel it first`, 'ERR_TENDRIL_JOB_RUNNING');
+  let record: JobRecord | undefined;
+  try {
+    record = readRecord(directory);
+  } catch {
+    // A job whose state cannot be read: nothing says it runs, and it would otherwise stay for ever.
   }
-  if (isLost(record) && record.pid !== null && groupAlive(record.pid)) {
-    if (sameProcess(record.pid, record.pidStart, record.bootId)) {
+  if (record && !FINAL_STATES.has(record.state)) {
+    if (!isLost(record)) {
+      throw new JobLookupError(`job ${id} is still ${record.state}; cancel it first`, 'ERR_TENDRIL_JOB_RUNNING');
+    }
+    if (record.pid !== null && record.pidStart !== null && sameProcess(record.pid, record.pidStart, record.bootId)) {
       throw new JobLookupError(
         `job ${id} is lost but its process still runs; cancel it first`,
         'ERR_TENDRIL_JOB_RUNNING',
@@ -300,10 +383,12 @@ export async function jobOutput(id: string, sender: Sender<[number, string]>): P
     { tag: JOB_STDOUT, name: STDOUT_FILE, read: 0, decoder: new StringDecoder('utf8') },
     { tag: JOB_STDERR, name: STDERR_FILE, read: 0, decoder: new StringDecoder('utf8') },
   ];
-  for (;;) {
+  let mismatches = 0;
+  while (!sender.closed) {
     let record = readRecord(directory);
     const ended = FINAL_STATES.has(record.state) || isLost(record);
     let any = false;
+    let behind = false;
     for (const stream of streams) {
       let fd: number;
       try {
@@ -312,19 +397,21 @@ export async function jobOutput(id: string, sender: Sender<[number, string]>): P
         continue;
       }
       try {
-        // Opened first, then the count read: a count newer than the file is seen (its inode differs) and waited out.
-        let stats = fs.fstatSync(fd);
+        // Opened first, then the count read: a count newer than the file (its inode differs) is waited out,
+        // unless the job has ended (a supervisor that died between the two never ends the mismatch).
         record = readRecord(directory);
+        const stats = fs.fstatSync(fd);
         const inode = record.inodes?.[stream.tag === JOB_STDOUT ? 'stdout' : 'stderr'];
-        if (inode !== undefined && inode !== stats.ino) {
-          any = true;
+        if (inode !== undefined && inode !== stats.ino && !ended && mismatches < MAX_MISMATCHES) {
+          behind = true;
           continue;
         }
-        stats = fs.fstatSync(fd);
         const dropped = stream.tag === JOB_STDOUT ? record.output.droppedStdout : record.output.droppedStderr;
         // The supervisor dropped the front of the file (past maxOutput) before this read it: say so.
         let offset = stream.read - dropped;
         if (offset < 0) {
+          const rest = stream.decoder.end();
+          if (rest) await sender.send([stream.tag, rest]);
           await sender.send([stream.tag, `[... ${-offset} bytes of output dropped ...]\n`]);
           stream.read = dropped;
           offset = 0;
@@ -343,33 +430,53 @@ export async function jobOutput(id: string, sender: Sender<[number, string]>): P
         fs.closeSync(fd);
       }
     }
-    if (ended && !any) break;
-    if (!any) await delay(POLL_MS);
+    mismatches = behind ? mismatches + 1 : 0;
+    if (ended && !any && !behind) break;
+    if (!any) await delay(behind ? 10 : POLL_MS);
   }
   for (const stream of streams) {
     const rest = stream.decoder.end();
-    if (rest) await sender.send([stream.tag, rest]);
+    if (rest && !sender.closed) await sender.send([stream.tag, rest]);
   }
 }
 
-/** Removes finished jobs past their `keep`, and lost ones that long after their state was last written. */
+/** Tries `jobOutput` waits for a rotated file to be renamed into place before reading what is there. */
+const MAX_MISMATCHES = 100;
+
+/**
+ * Removes finished jobs past their `keep`; lost ones, and ones whose state
+ * cannot be read, that long after their directory last changed; and
+ * directories of starts that died half way.
+ */
 function prune(root: string): void {
   const now = Date.now();
-  for (const id of fs.readdirSync(root)) {
+  for (const name of fs.readdirSync(root)) {
     try {
-      const directory = jobDirectory(root, id);
-      const record = readRecord(directory);
-      const ended = FINAL_STATES.has(record.state)
-        ? record.endedAt
-        : isLost(record)
-          ? fs.statSync(join(directory, 'state')).mtimeMs
-          : null;
+      if (/^\.[0-9a-f]{24}\.new$/.test(name)) {
+        if (now - fs.statSync(join(root, name)).mtimeMs > STALE_START) removeJobDirectory(join(root, name));
+        continue;
+      }
+      const directory = jobDirectory(root, name);
+      const changed = fs.statSync(directory).mtimeMs;
+      let record: JobRecord;
+      try {
+        record = readRecord(directory);
+      } catch {
+        if (now - changed > DEFAULT_KEEP) removeJobDirectory(directory);
+        continue;
+      }
+      const ended = FINAL_STATES.has(record.state) ? record.endedAt : isLost(record) ? changed : null;
       if (ended !== null && ended + record.keep < now) removeJobDirectory(directory);
     } catch {
-      // Not a job, or one whose state cannot be read: left for the program to see.
+      // Gone meanwhile, or not a job: left as it is.
     }
   }
 }
+
+/** A half-made job's directory is removed after this long, in ms. */
+const STALE_START = 3600_000;
+/** How long a job whose state cannot be read is kept, in ms: startJob's default `keep`. */
+const DEFAULT_KEEP = 7 * 24 * 3600_000;
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

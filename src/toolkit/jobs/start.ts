@@ -26,7 +26,7 @@ export interface JobOptions {
   keep?: number;
   /** Between SIGTERM and SIGKILL of the job's process group, at the timeout or on cancel, in ms. Default 5000. */
   grace?: number;
-  /** Bytes of each output stream kept on the target (the last ones, past it). Default 8 MiB. */
+  /** Bytes of each output stream kept on the target (the last ones, past it), from 1 KiB to 32 MiB. Default 8 MiB. */
   maxOutput?: number;
   /** Working directory of the job. Default: the context's. */
   cwd?: string;
@@ -57,6 +57,8 @@ const DAY = 24 * 3600_000;
 const JOB_OPTIONS = ['timeout', 'name', 'keep', 'grace', 'maxOutput', 'cwd', 'env'];
 const FUNCTION_OPTIONS = new Set([...JOB_OPTIONS, 'preload', 'base']);
 const COMMAND_OPTIONS = new Set([...JOB_OPTIONS, 'shell']);
+/** Most output kept per stream: both streams' tails fit in one result under the default maxMessageSize (128 MiB). */
+const MAX_OUTPUT = 32 * 1024 * 1024;
 /** Longest kept retention: ten years, in ms. */
 const MAX_KEEP = 3650 * DAY;
 
@@ -140,7 +142,7 @@ function common(given: JobOptions, where: string): Omit<JobSpec, 'kind'> {
     timeout,
     keep: integer(given.keep, 'keep', where, 7 * DAY, 0, MAX_KEEP),
     grace: milliseconds(given.grace, 'grace', where, 5000),
-    maxOutput: integer(given.maxOutput, 'maxOutput', where, 8 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    maxOutput: integer(given.maxOutput, 'maxOutput', where, 8 * 1024 * 1024, 1024, MAX_OUTPUT),
     cwd: text(given.cwd, 'cwd', where, undefined, MAX_PATH) ?? null,
     env: environment(given.env, where) ?? null,
   };

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { closed } from '../../core/target-code-cache.js';
 import { FINAL_STATES, JOB_ID, type JobRecord } from './protocol.js';
 
@@ -22,6 +22,8 @@ export const RESULT_FILE = 'result';
 export const STDOUT_FILE = 'stdout';
 /** The job's standard error (its tail, past `maxOutput`). */
 export const STDERR_FILE = 'stderr';
+/** Written by `cancel()`: the supervisor takes a SIGTERM as a cancel only with it, and never starts a job it finds. */
+export const CANCEL_FILE = 'cancel';
 /** Where the supervisor's own errors go. */
 export const SUPERVISOR_LOG = 'supervisor.log';
 
@@ -52,18 +54,28 @@ export class JobLookupError extends Error {
 export function jobsDirectory(): string {
   const xdg = process.env.XDG_STATE_HOME;
   const uid = process.getuid?.() ?? 0;
-  const home = os.userInfo().homedir;
+  // The account database only when needed: a UID without an entry (common in containers) may set XDG_STATE_HOME.
   const [root, parts] = xdg?.startsWith('/')
     ? [xdg, ['tendril', 'jobs']]
-    : [home, ['.local', 'state', 'tendril', 'jobs']];
-  let path = root;
+    : [os.userInfo().homedir, ['.local', 'state', 'tendril', 'jobs']];
   const refuse = (why: string): never => {
     throw new JobLookupError(
       `cannot keep jobs under ${root}: ${why}; jobs keep their state in a directory only this account may write`,
       'ERR_TENDRIL_JOB_STATE_DIRECTORY',
     );
   };
+  let path = root;
   try {
+    // Above the root, each directory must be this account's or root's, and writable by no one else unless sticky:
+    // otherwise another account could move the job's directory aside and put its own request in its place.
+    for (let above = dirname(root); ; above = dirname(above)) {
+      const stats = fs.statSync(above);
+      const owner = stats.uid === uid || stats.uid === 0;
+      if (!stats.isDirectory() || !owner || ((stats.mode & 0o022) !== 0 && (stats.mode & 0o1000) === 0)) {
+        refuse(`${above} may be changed by another account`);
+      }
+      if (above === '/') break;
+    }
     if (!closed(fs.statSync(root), uid)) refuse(`${root} is not this account's alone (uid ${uid})`);
     for (const part of parts) {
       path = join(path, part);
@@ -229,7 +241,8 @@ export function sameProcess(pid: number, start: string | null, boot: string | nu
 /** Whether a job that has not ended has lost its supervisor (killed, or the host rebooted). */
 export function isLost(record: JobRecord): boolean {
   if (FINAL_STATES.has(record.state)) return false;
-  if (!record.supervisor) return Date.now() - record.createdAt > 60_000;
+  // A supervisor gets START_TIMEOUT (120 s) to say it runs: past that, with none recorded, none will come.
+  if (!record.supervisor) return Date.now() - record.createdAt > 180_000;
   return !sameProcess(record.supervisor.pid, record.supervisor.start, record.bootId);
 }
 
@@ -273,5 +286,12 @@ export function removeJobDirectory(directory: string): void {
     return;
   }
   for (const name of names) removeFile(join(directory, name));
-  fs.rmdirSync(directory);
+  try {
+    fs.rmdirSync(directory);
+  } catch (error) {
+    // A temporary file written meanwhile: once more, then it is left for the next prune.
+    if ((error as NodeJS.ErrnoException).code !== 'ENOTEMPTY') throw error;
+    for (const name of fs.readdirSync(directory)) removeFile(join(directory, name));
+    fs.rmdirSync(directory);
+  }
 }
