@@ -243,7 +243,9 @@ export class Importer {
     const groups = new Map<string, ModuleUse[]>();
     for (const use of uses) {
       const key = `${use.kind}\0${use.from}`;
-      groups.set(key, [...(groups.get(key) ?? []), use]);
+      const group = groups.get(key);
+      if (group) group.push(use);
+      else groups.set(key, [use]);
     }
     await Promise.all(
       [...groups.values()].map((group) =>

@@ -14,6 +14,7 @@ import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import type { Channel } from '../../core/channel.js';
 import { contextRuntime } from '../../core/runtime.js';
+import { groupAlive, killGroup } from '../process-groups.js';
 import type { Control, ExecRequest, OutputChunk, RemoteOutcome } from './protocol.js';
 
 /** How long output waits to go out with more, or with the outcome, in ms. */
@@ -48,27 +49,6 @@ let sweeper: ReturnType<typeof setInterval> | undefined;
 /** How often the sweeper runs, in ms. */
 const SWEEP_MS = 1000;
 let hooked = false;
-
-/** Sends `signal` to the process group `pid` leads; false when the group is gone. */
-function killGroup(pid: number, signal: string): boolean {
-  try {
-    process.kill(-pid, signal);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** False once no process is left in the group `pid` leads. */
-function groupAlive(pid: number): boolean {
-  try {
-    process.kill(-pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: members are there, only not ours to signal.
-    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
-  }
-}
 
 /** Forgets the finished commands whose groups are gone. */
 function prune(): void {

@@ -67,6 +67,8 @@ export interface JobRecord {
   keep: number;
   /** Bytes of each output stream kept. */
   maxOutput: number;
+  /** Between SIGTERM and SIGKILL of the job's group, in ms. */
+  grace: number;
   /** The supervisor's PID and start time (clock ticks since boot, /proc/<pid>/stat), and the boot it ran in. */
   supervisor: { pid: number; start: string | null } | null;
   /** The boot (Linux's boot_id) the supervisor ran in. */

@@ -14,6 +14,7 @@ import { decode, encode } from '../../core/codec.js';
 import { type ModuleUse, TOOLKIT_MODULE_ID } from '../../core/importer.js';
 import { contextRuntime } from '../../core/runtime.js';
 import type { Sender } from '../../core/sender.js';
+import { killGroup } from '../process-groups.js';
 import {
   FINAL_STATES,
   JOB_STDERR,
@@ -31,7 +32,6 @@ import {
   JobLookupError,
   jobDirectory,
   jobsDirectory,
-  killGroup,
   newJobId,
   REQUEST_FILE,
   RESULT_FILE,
@@ -98,6 +98,7 @@ export async function jobStart(spec: JobSpec): Promise<Record<string, unknown>> 
       timeout: spec.timeout,
       keep: spec.keep,
       maxOutput: spec.maxOutput,
+      grace: spec.grace,
       supervisor: null,
       bootId: null,
       pid: null,
@@ -166,14 +167,12 @@ function launch(directory: string, coreSource: Uint8Array): Promise<void> {
     said.on('data', (chunk: Buffer) => {
       text += chunk.toString();
       if (text === STARTED) finish();
+      // A whole `failed` line is the answer: a job that kept the pipe open must not make this wait.
+      else if (text.startsWith('failed ') && text.endsWith('\n')) finish(text.slice('failed '.length).trim());
     });
     said.on('error', () => {});
     said.on('end', () => {
       if (text !== STARTED) finish(text.replace(/^failed /, '').trim() || 'it exited before the job ran');
-    });
-    // A whole `failed` line is the answer: a job that kept the pipe open must not make this wait.
-    said.on('data', () => {
-      if (text.startsWith('failed ') && text.endsWith('\n')) finish(text.slice('failed '.length).trim());
     });
     child.on('error', (error) => finish(`/bin/sh could not be run: ${error.message}`));
   });
@@ -301,7 +300,7 @@ export async function jobCancel(id: string): Promise<Record<string, unknown>> {
     return statusOf(record, true);
   }
   writeAtomically(directory, CANCEL_FILE, '');
-  const deadline = Date.now() + readGrace(directory) + CANCEL_MARGIN;
+  const deadline = Date.now() + record.grace + CANCEL_MARGIN;
   let signalled = false;
   for (;;) {
     record = readRecord(directory);
@@ -323,14 +322,6 @@ export async function jobCancel(id: string): Promise<Record<string, unknown>> {
 
 /** Extra time `cancel()` waits beyond the job's grace, in ms. */
 const CANCEL_MARGIN = 10_000;
-
-function readGrace(directory: string): number {
-  try {
-    return (decode(fs.readFileSync(join(directory, REQUEST_FILE))) as JobRequest).spec.grace;
-  } catch {
-    return 5000;
-  }
-}
 
 /** Makes sure a job whose start failed never runs: its supervisor finds the cancel file, or gets SIGTERM. */
 function abandon(directory: string): void {

@@ -76,8 +76,6 @@ export function startJob<F extends AnyFunction>(
   let spec: JobSpec;
   try {
     const given = optionsObject(options, where, FUNCTION_OPTIONS);
-    if (options === undefined)
-      throw new InvalidOptionError('timeout', where, "given: a number of ms, or 'none'", undefined);
     const preload = given.preload;
     if (
       preload !== undefined &&
@@ -111,8 +109,6 @@ export function execJob(
   try {
     checkArgv(file, args, where);
     const given = optionsObject(options, where, COMMAND_OPTIONS);
-    if (options === undefined)
-      throw new InvalidOptionError('timeout', where, "given: a number of ms, or 'none'", undefined);
     const shell = given.shell;
     if (shell !== undefined && typeof shell !== 'boolean') text(shell, 'shell', where, undefined, MAX_PATH);
     spec = { ...common(given, where), kind: 'command', command: { file, args: [...args], shell: shell ?? false } };

@@ -246,25 +246,6 @@ export function isLost(record: JobRecord): boolean {
   return !sameProcess(record.supervisor.pid, record.supervisor.start, record.bootId);
 }
 
-/** Whether the process group `pgid` has members. */
-export function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/** Sends `signal` to the process group `pgid`, if it is there. */
-export function killGroup(pgid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pgid, signal);
-  } catch {
-    // Gone already.
-  }
-}
-
 function removeFile(path: string): void {
   try {
     fs.unlinkSync(path);

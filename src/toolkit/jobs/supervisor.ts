@@ -11,6 +11,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
+import { groupAlive, killGroup } from '../process-groups.js';
 import { OutputFile } from './output-file.js';
 import type { JobRecord } from './protocol.js';
 import { type JobRequest, STARTED } from './request.js';
@@ -18,8 +19,6 @@ import { JOB_STAGE } from './stage.js';
 import {
   bootId,
   CANCEL_FILE,
-  groupAlive,
-  killGroup,
   processStart,
   RESULT_FILE,
   readRecord,
