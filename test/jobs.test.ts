@@ -8,6 +8,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { type Context, InvalidOptionError, type Job, JobError, Router, TimeoutError } from 'tendril';
 import { Job as JobHandle } from '#dist/internal.js';
+import { impersonate } from './support/hostile.js';
 import { nodeBinary } from './support/nodes.js';
 import { isAlive, ROOT, sleep, waitFor } from './support/procs.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
@@ -288,6 +289,86 @@ describe('jobs: work that outlives the connection', () => {
       await assert.rejects(job.status(), { code: 'ERR_TENDRIL_JOB_NOT_FOUND' });
     } finally {
       await old.shutdown();
+    }
+  });
+
+  test('a hostile context lying about jobs gets clear errors in the master, never a hang or a crash', async () => {
+    const liar = await router.local({ name: 'jobs-liar', env });
+    try {
+      // Each attack travels as source: the statuses are written out in it.
+      const id = '0123456789abcdef01234567';
+      await impersonate(liar, 'jobStart', () => ({
+        id: '../../etc',
+        kind: 'function',
+        state: 'running',
+        createdAt: 1,
+      }));
+      await assert.rejects(
+        liar.startJob({ timeout: 1000 }, () => 1),
+        /answered a job's start with a malformed id/,
+      );
+      await impersonate(liar, 'jobStatus', () => ({
+        id: 'fedcba9876543210fedcba98',
+        kind: 'function',
+        state: 'running',
+        createdAt: 1,
+      }));
+      await assert.rejects(liar.job(id).status(), { code: 'ERR_TENDRIL_JOB_MALFORMED' });
+      await impersonate(liar, 'jobStatus', (job: string) => ({
+        id: job,
+        kind: 'function',
+        state: 'exploded',
+        createdAt: 1,
+      }));
+      await assert.rejects(liar.job(id).status(), { code: 'ERR_TENDRIL_JOB_MALFORMED' });
+      await impersonate(liar, 'jobStatus', (job: string) => ({
+        id: job,
+        kind: 'function',
+        state: 'failed',
+        createdAt: 1,
+        error: 'x'.repeat(1024 * 1024),
+        pid: -5,
+      }));
+      const bounded = await liar.job(id).status();
+      assert.equal(bounded.error?.length, 64 * 1024, 'a long error is cut');
+      assert.equal(bounded.pid, undefined, 'a negative PID is dropped');
+      // A job the context says runs for ever: the wait still ends at the caller's timeout.
+      await impersonate(liar, 'jobResult', (job: string) => ({
+        status: { id: job, kind: 'function', state: 'running', createdAt: 1 },
+      }));
+      await assert.rejects(liar.job(id).result({ timeout: 500 }), (error: unknown) => error instanceof TimeoutError);
+      await impersonate(liar, 'jobResult', () => 'done');
+      await assert.rejects(liar.job(id).result(), { code: 'ERR_TENDRIL_JOB_MALFORMED' });
+      // A command's result without its output.
+      await impersonate(liar, 'jobResult', (job: string) => ({
+        status: { id: job, kind: 'command', state: 'succeeded', createdAt: 1 },
+      }));
+      await assert.rejects(liar.job(id).result(), { code: 'ERR_TENDRIL_JOB_MALFORMED' });
+      await impersonate(liar, 'jobOutput', async (_id: string, sender: { send(value: unknown): Promise<void> }) => {
+        await sender.send([1, 'fine\n']);
+        await sender.send([7, { not: 'text' }]);
+      });
+      const lines: string[] = [];
+      await assert.rejects(
+        (async () => {
+          for await (const { line } of liar.job(id).output()) lines.push(line);
+        })(),
+        { code: 'ERR_TENDRIL_JOB_MALFORMED' },
+      );
+      assert.deepEqual(lines, ['fine']);
+      await impersonate(liar, 'jobList', () => [
+        { id: '0123456789abcdef01234567', kind: 'function', state: 'running', createdAt: 1 },
+        42,
+      ]);
+      await assert.rejects(liar.jobs(), /listed a job with not an object/);
+      // A code the jobs never use stays the call's error, not a JobError.
+      await impersonate(liar, 'jobStatus', () => {
+        throw Object.assign(new Error('made up'), { code: 'ERR_TENDRIL_JOB_WHATEVER' });
+      });
+      await assert.rejects(liar.job(id).status(), (error: unknown) => !(error instanceof JobError));
+      assert.equal(await liar.call(() => 'still serving'), 'still serving');
+    } finally {
+      await liar.shutdown();
     }
   });
 
