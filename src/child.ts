@@ -31,3 +31,21 @@ export type { ThisContext } from './core/services.js';
 export function thisContext(): ThisContext {
   throw new Error(NOT_IN_A_CHILD);
 }
+
+/**
+ * The signal of the call running now, in a child: it aborts when the
+ * caller's `timeout` passes or its `signal` aborts. Call it before the
+ * function's first `await` (calls run concurrently, so only their start
+ * tells them apart) and keep it; a shipped `function` also has it as
+ * `this.signal` (see `CallThis`).
+ *
+ * ```js
+ * // in a function shipped to a child:
+ * const signal = require('tendril/child').callSignal();
+ * await require('node:timers/promises').setTimeout(5000, null, { signal });
+ * ```
+ * @throws Error in the master, and in a child outside a call's synchronous start.
+ */
+export function callSignal(): AbortSignal {
+  throw new Error('callSignal() is for code running in a call in a child context');
+}

@@ -52,7 +52,7 @@ describe('package', () => {
     ]);
     assert.equal(errors.length, 35, errors.join(', '));
     for (const name of errors) assert.ok((tendril as Record<string, unknown>)[name] instanceof Function, name);
-    assert.deepEqual(Object.keys(await import('tendril/child')).sort(), ['serviceName', 'thisContext']);
+    assert.deepEqual(Object.keys(await import('tendril/child')).sort(), ['callSignal', 'serviceName', 'thisContext']);
   });
 
   test('every exported declaration and public member has a doc comment', () => {

@@ -13,12 +13,14 @@ import { IdPool } from './ids.js';
 import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT, TOOLKIT_MODULE_ID } from './importer.js';
 import { type LogRecord, logger } from './log.js';
 import { Message } from './message.js';
+import { markOwn, ProcessState } from './process-state.js';
 import { CONNECT_SPEC } from './protocol/connect.js';
 import { FORWARD_LOG_SPEC, type ForwardLog } from './protocol/forward-log.js';
 import { BOOT } from './protocol/handles.js';
 import { MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { serve } from './protocol/serve.js';
 import { SHUTDOWN_SPEC } from './protocol/shutdown.js';
+import { ResolverWatch } from './resolver-watch.js';
 import { type BootConfig, type ConnectionModule, type ReadyInfo, type Runtime, setContextRuntime } from './runtime.js';
 import { type ServicesModule, setServicesLoader } from './services.js';
 import { type BlockingIo, Stream } from './stream.js';
@@ -115,9 +117,11 @@ function start(
   // Refusals in a child are reported on its stderr, which reaches the master as log records.
   router.on('warning', (warning) => process.stderr.write(`tendril warning: ${warning.message}\n`));
   const broker = new Broker(router);
+  const resolver = new ResolverWatch(requireFn);
   const importer = new Importer(router, core, requireFn as NodeJS.Require, {
     preferTargetModules: config.preferTargetModules === true,
     requestSync: (message) => requestSync(router, stream, message),
+    onBuiltin: (name) => resolver.loaded(name),
   });
   serve(router, MODULE_STATS_SPEC, () => importer.stats);
   const runtime: Runtime = {
@@ -135,10 +139,25 @@ function start(
   setContextRuntime(runtime);
   // Resolved as the services' own calls resolve it (see Dispatcher.callExport), so both share one copy.
   setServicesLoader(() => importer.require(callOrigin(config.moduleBase), TOOLKIT_MODULE_ID) as ServicesModule);
-  new Dispatcher(router, importer, config.moduleBase, (error) => {
-    process.stderr.write(
-      `tendril: a function called with callNoReply failed: ${toRemoteErrorInfo(error).stack || error}\n`,
-    );
+  // A stray exception in user code must not take the context down with it.
+  process.on(
+    'uncaughtException',
+    markOwn((error: Error) => reportStray(config.name, 'an uncaught exception', error)),
+  );
+  process.on(
+    'unhandledRejection',
+    markOwn((reason: unknown) => reportStray(config.name, 'an unhandled rejection', reason)),
+  );
+  new Dispatcher(router, importer, {
+    defaultBase: config.moduleBase,
+    onUnreported: (error) => {
+      process.stderr.write(
+        `tendril: a function called with callNoReply failed: ${toRemoteErrorInfo(error).stack || error}\n`,
+      );
+    },
+    // Taken once the context is set up: what calls find, and are to leave.
+    state: new ProcessState(),
+    beforeCall: () => resolver.check(),
   });
 
   let stopping = false;
@@ -157,16 +176,6 @@ function start(
     const connection = (await importer.import(CONNECTION_MODULE_ID, CONNECTION_MODULE_ID)) as ConnectionModule;
     // A user's own method is loaded from the module the master names, fetched like a call's module.
     return connection.connectFromRequest(runtime, request, (path) => importer.import(path, path));
-  });
-
-  // A stray exception in user code must not take the context down with it.
-  process.on('uncaughtException', (error) => {
-    process.stderr.write(`tendril: uncaught exception in context '${config.name}': ${error?.stack ?? error}\n`);
-  });
-  process.on('unhandledRejection', (reason) => {
-    process.stderr.write(
-      `tendril: unhandled rejection in context '${config.name}': ${(reason as Error)?.stack ?? reason}\n`,
-    );
   });
 
   const info: ReadyInfo = {
@@ -228,6 +237,23 @@ const blockingIo: BlockingIo = {
     }
   },
 };
+
+/**
+ * Reports an exception no call caught (a throw in a call's stray timer, a
+ * rejection nobody awaited) on stderr, which reaches the master as a log
+ * record, naming where it was thrown: the context carries on.
+ */
+function reportStray(contextName: string, what: string, error: unknown): void {
+  let text: string;
+  try {
+    text = String((error as Error)?.stack ?? error);
+  } catch {
+    text = Object.prototype.toString.call(error);
+  }
+  const frame = /\n\s+at (?!.*(?:node:|internal\/|tendril:core))([^\n]+)/.exec(text)?.[1];
+  const where = frame ? `, thrown by a call's code at ${frame}` : '';
+  process.stderr.write(`tendril: ${what} in context '${contextName}'${where} (the context carries on): ${text}\n`);
+}
 
 /** Sends a child's output line to the master, where it becomes a log event. */
 function forwardLog(router: MessageSwitch, record: LogRecord): void {

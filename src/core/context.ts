@@ -14,6 +14,7 @@ import { Message } from './message.js';
 import { abortSignal, location, milliseconds, optionsObject } from './options.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
 import { CALL_SERVICE_SPEC, type ServiceRequest } from './protocol/call-service.js';
+import { CANCEL_CALL_SPEC, type CancelCallRequest } from './protocol/cancel-call.js';
 import { type ImporterStats, MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { ask, openReply } from './protocol/serve.js';
 import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
@@ -35,6 +36,13 @@ export type RemoteModule<M> = {
     ? (...args: A) => Promise<Awaited<R>>
     : never;
 };
+
+/**
+ * What a call's `TimeoutError` says the timeout did: the caller stopped
+ * waiting and the function was told, but only code that listens stops.
+ */
+const CALL_TIMEOUT_ADVICE =
+  "the function's signal was aborted there (this.signal, or callSignal() from tendril/child), which stops only code that uses it: a busy synchronous loop, or work that ignores the signal, runs on; pass isolate: true to have the call's interpreter killed";
 
 /** Key of the method tendril's services (commands, files) call their remote half through. */
 export const CALL_TOOLKIT: unique symbol = Symbol('tendril.callService') as never;
@@ -370,6 +378,10 @@ export class Context {
       timeout,
       signal: options.signal,
       what,
+      ...(spec === CALL_FUNCTION_SPEC && {
+        onStop: (replyTo: number, kind: 'timeout' | 'abort') => this.cancel(replyTo, kind, timeout),
+        timeoutAdvice: CALL_TIMEOUT_ADVICE,
+      }),
     });
     const leases = this.lease(references);
     let reply: Message;
@@ -383,6 +395,21 @@ export class Context {
       throw error;
     }
     return openReply(this.router, this.id, spec, reply);
+  }
+
+  /** Tells the context to abort the signal of the call whose reply was to come to `replyTo`. */
+  private cancel(replyTo: number, kind: 'timeout' | 'abort', timeout: number | undefined): void {
+    const request: CancelCallRequest = [replyTo, kind, kind === 'timeout' && timeout !== undefined ? timeout : null];
+    try {
+      this.router.send(
+        Message.encoded(
+          { dst: this.id, src: this.router.id, auth: this.router.id, handle: CANCEL_CALL_SPEC.handle, replyTo: 0 },
+          request,
+        ),
+      );
+    } catch {
+      // The context is gone: nothing runs there to stop.
+    }
   }
 
   /**

@@ -1,7 +1,11 @@
 import { callOrigin } from './call-base.js';
+import { CallStop, runAs } from './call-signal.js';
 import { compileFunction, type FunctionFactory } from './function-source.js';
-import type { Importer } from './importer.js';
+import { type Importer, TOOLKIT_MODULE_ID } from './importer.js';
+import type { Message } from './message.js';
+import type { ProcessState } from './process-state.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
+import { CANCEL_CALL_SPEC } from './protocol/cancel-call.js';
 import { serve } from './protocol/serve.js';
 import type { MessageSwitch } from './switch.js';
 import { CALL_SETTLED } from './symbols.js';
@@ -23,6 +27,18 @@ function explainReferenceError(error: unknown): void {
 /** Bases whose `require` and `import` are kept; past it the table starts again. */
 const MAX_LOADERS = 64;
 
+/** Options of a `Dispatcher`. */
+export interface DispatcherOptions {
+  /** Directory `require()` resolves from when a call names none. */
+  defaultBase: string;
+  /** Called with errors of calls that expect no reply (callNoReply). */
+  onUnreported: (error: unknown) => void;
+  /** The process state user calls are to leave as they found it; none in a job's worker, which runs one call. */
+  state?: ProcessState;
+  /** Called as a user call starts, before its function runs (the resolver check). */
+  beforeCall?: () => void;
+}
+
 /**
  * Runs shipped functions in this context. Calls run concurrently: an async
  * function awaiting IO does not hold up the next call.
@@ -30,57 +46,98 @@ const MAX_LOADERS = 64;
 export class Dispatcher {
   /** The `require` and `import` each base gives calls, like a module's own, kept for the next call. */
   private readonly loaders = new Map<string, [NodeJS.Require, (spec: string) => Promise<unknown>]>();
+  /** Calls running that their caller can stop, by `<src>:<reply-to>`. */
+  private readonly running = new Map<string, CallStop>();
+  private readonly importer: Importer;
+  private readonly options: DispatcherOptions;
 
-  /**
-   * @param importer loads the modules calls need.
-   * @param defaultBase directory `require()` resolves from when a call names none.
-   * @param onUnreported called with errors of calls that expect no reply (callNoReply).
-   */
-  constructor(
-    router: MessageSwitch,
-    private readonly importer: Importer,
-    private readonly defaultBase: string,
-    private readonly onUnreported: (error: unknown) => void,
-  ) {
-    serve(router, CALL_FUNCTION_SPEC, (call) => explained(() => this.run(call)), {
-      onUnanswered: (error) => this.onUnreported(error),
+  /** @param importer loads the modules calls need. */
+  constructor(router: MessageSwitch, importer: Importer, options: DispatcherOptions) {
+    this.importer = importer;
+    this.options = options;
+    serve(router, CALL_FUNCTION_SPEC, (call, message) => this.run(call, message), {
+      onUnanswered: (error) => this.options.onUnreported(error),
       // A Sender or Channel passed to a call ends with it, so the loop
       // reading the other end always ends, even when the function threw.
       onSettled: (message) => {
         for (const reference of message.references) (reference as { [CALL_SETTLED](): void })[CALL_SETTLED]();
       },
     });
+    serve(router, CANCEL_CALL_SPEC, ([replyTo, kind, timeoutMs], message) => {
+      this.running.get(`${message.src}:${replyTo}`)?.stop(kind, timeoutMs ?? undefined);
+    });
   }
 
-  private run(call: CallPayload): unknown {
-    return call.m !== undefined ? this.callExport(call, call.m, String(call.e)) : this.callFunction(call);
+  /** Runs a call and, for a user's call, puts the process back as it was once it settles. */
+  private run(call: CallPayload, message: Message): unknown {
+    const stop = new CallStop();
+    const key = message.replyTo === 0 ? undefined : `${message.src}:${message.replyTo}`;
+    if (key !== undefined) this.running.set(key, stop);
+    const user = call.m !== TOOLKIT_MODULE_ID;
+    if (user) this.options.beforeCall?.();
+    let result: unknown;
+    try {
+      result = explained(() =>
+        call.m !== undefined ? this.callExport(call, call.m, String(call.e), stop) : this.callFunction(call, stop),
+      );
+    } catch (error) {
+      this.settled(key, user);
+      throw error;
+    }
+    if (!isThenable(result)) {
+      this.settled(key, user);
+      return result;
+    }
+    return Promise.resolve(result).then(
+      (value) => {
+        this.settled(key, user);
+        return value;
+      },
+      (error: unknown) => {
+        this.settled(key, user);
+        throw error;
+      },
+    );
   }
 
-  private callFunction(call: CallPayload): unknown {
+  private settled(key: string | undefined, user: boolean): void {
+    if (key !== undefined) this.running.delete(key);
+    if (user && this.options.state) {
+      this.options.state.restore();
+      this.options.state.restoreTitle();
+    }
+  }
+
+  private callFunction(call: CallPayload, stop: CallStop): unknown {
     const factory = compileFunction(String(call.f));
-    const from = call.b ?? callOrigin(this.defaultBase);
+    const from = call.b ?? callOrigin(this.options.defaultBase);
     const preload = call.p ?? [];
     // Literal require()s are fetched up front, in one round trip, so the function need not block on them.
     if (preload.length > 0) {
-      return this.importer.prefetch(from, preload, 'require').then(() => this.invoke(factory, from, call.a));
+      return this.importer.prefetch(from, preload, 'require').then(() => this.invoke(factory, from, call.a, stop));
     }
-    return this.invoke(factory, from, call.a);
+    return this.invoke(factory, from, call.a, stop);
   }
 
-  /** Calls a compiled function with the `require` and `import` of `from`, made once per base. */
-  private invoke(factory: FunctionFactory, from: string, args: unknown[] | undefined): unknown {
+  /**
+   * Calls a compiled function with the `require` and `import` of `from`,
+   * made once per base, and the call's `this` (its signal): an arrow
+   * function sees it as its lexical `this`.
+   */
+  private invoke(factory: FunctionFactory, from: string, args: unknown[] | undefined, stop: CallStop): unknown {
     let loaders = this.loaders.get(from);
     if (!loaders) {
       if (this.loaders.size >= MAX_LOADERS) this.loaders.clear();
       loaders = [this.importer.requireFrom(from), this.importer.importFrom(from)];
       this.loaders.set(from, loaders);
     }
-    return factory(loaders[0], loaders[1]).apply(undefined, args);
+    const fn = factory.call(stop.self, loaders[0], loaders[1]);
+    return runAs(stop, () => fn.apply(stop.self, args));
   }
 
-  private async callExport(call: CallPayload, path: string, name: string): Promise<unknown> {
+  private async callExport(call: CallPayload, path: string, name: string, stop: CallStop): Promise<unknown> {
     // An absolute path stands for itself; a specifier resolves from the call's base.
-    const from = path.startsWith('/') ? path : (call.b ?? callOrigin(this.defaultBase));
+    const from = path.startsWith('/') ? path : (call.b ?? callOrigin(this.options.defaultBase));
     const namespace = (await this.importer.import(from, path)) as Record<string, unknown>;
     const value = name === 'default' ? namespace.default : namespace[name];
     if (typeof value !== 'function') {
@@ -90,8 +147,12 @@ export class Dispatcher {
         `export '${name}' of module ${path} ${what}; only functions can be called through context.import()`,
       );
     }
-    return value.apply(namespace, call.a);
+    return runAs(stop, () => value.apply(namespace, call.a));
   }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && typeof value === 'object' && typeof (value as PromiseLike<unknown>).then === 'function';
 }
 
 /** `run()`'s result, with a ReferenceError it throws or rejects with explained (see `explainReferenceError`). */
@@ -103,7 +164,7 @@ function explained(run: () => unknown): unknown {
     explainReferenceError(error);
     throw error;
   }
-  if (result !== null && typeof result === 'object' && typeof (result as PromiseLike<unknown>).then === 'function') {
+  if (isThenable(result)) {
     return Promise.resolve(result).catch((error: unknown) => {
       explainReferenceError(error);
       throw error;

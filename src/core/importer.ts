@@ -58,6 +58,8 @@ export interface ImporterOptions {
    * error a module outside what was loaded beforehand fails with.
    */
   offline?: (specs: string[], from: string) => Error;
+  /** Told of each built-in module loaded through this importer (see `ResolverWatch`). */
+  onBuiltin?: (name: string) => void;
 }
 
 /** One specifier as written in a file, and how it is loaded. */
@@ -309,7 +311,10 @@ export class Importer {
   }
 
   private load(target: Target, spec: string, from: string): unknown {
-    if ('builtin' in target) return this.nativeRequire(target.builtin);
+    if ('builtin' in target) {
+      this.options.onBuiltin?.(target.builtin);
+      return this.nativeRequire(target.builtin);
+    }
     if ('core' in target) return this.core;
     if ('path' in target && !('native' in target)) return this.loadFile(target.path);
     return this.fail(target, spec, from);

@@ -7,6 +7,7 @@
 export * from './broker.js';
 export * from './call-base.js';
 export * from './call-preparation.js';
+export * from './call-signal.js';
 export * from './channel.js';
 export * from './child-entry.js';
 export * from './code-cache.js';
@@ -28,6 +29,7 @@ export * from './message.js';
 export * from './options.js';
 export * from './policy.js';
 export * from './pressure.js';
+export * from './process-state.js';
 export * from './protocol/allocate-id.js';
 export * from './protocol/boot.js';
 export * from './protocol/call-function.js';

@@ -14,6 +14,14 @@ export interface RequestOptions {
   signal?: AbortSignal | undefined;
   /** What is being done, for error messages, e.g. `'call to deploy()'`. */
   what?: string | undefined;
+  /**
+   * Called when the timeout passes or the signal aborts after the request
+   * was sent, with its reply-to handle: to tell the destination (a call's
+   * CANCEL_CALL).
+   */
+  onStop?: ((replyTo: number, kind: 'timeout' | 'abort') => void) | undefined;
+  /** Appended to the `TimeoutError`'s message: what the timeout did and did not stop. */
+  timeoutAdvice?: string | undefined;
 }
 
 /** What a request and a reply need of the switch they are made on. */
@@ -67,6 +75,7 @@ export function request(
     const onAbort = () => {
       host.removeHandler(replyTo);
       settle();
+      options.onStop?.(replyTo, 'abort');
       reject(signal?.reason);
     };
     replyTo = host.addHandler(
@@ -93,7 +102,8 @@ export function request(
       timer = setTimeout(() => {
         host.removeHandler(replyTo);
         settle();
-        reject(new TimeoutError(options.what ?? 'request', host.nameOf(dst), timeout));
+        options.onStop?.(replyTo, 'timeout');
+        reject(new TimeoutError(options.what ?? 'request', host.nameOf(dst), timeout, options.timeoutAdvice));
       }, timeout);
     }
     signal?.addEventListener('abort', onAbort, { once: true });

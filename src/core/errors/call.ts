@@ -63,10 +63,11 @@ export class TimeoutError extends TendrilError {
    * @param what the operation, e.g. `'call to deploy()'`.
    * @param contextName the context it waited on.
    * @param timeoutMs the limit that passed, in ms.
+   * @param advice what the timeout stopped and what it could not, said after the rest.
    */
-  constructor(what: string, contextName: string, timeoutMs: number) {
+  constructor(what: string, contextName: string, timeoutMs: number, advice?: string) {
     super(
-      `${what} in context '${contextName}' timed out after ${timeoutMs} ms; raise the timeout if the work is expected to take longer`,
+      `${what} in context '${contextName}' timed out after ${timeoutMs} ms; ${advice ? `${advice}; ` : ''}raise the timeout if the work is expected to take longer`,
       'ERR_TENDRIL_TIMEOUT',
     );
     this.timeoutMs = timeoutMs;

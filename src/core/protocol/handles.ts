@@ -45,6 +45,9 @@ export const CALL_SERVICE_HANDLE = 13;
  */
 export const NODE_RUNTIME = 14;
 
+/** Stop a call this context is running: abort its signal. From the caller only, with parent authority. */
+export const CANCEL_CALL = 15;
+
 /** Lowest handle number handed out for receivers. */
 export const FIRST_DYNAMIC_HANDLE = 1000;
 
@@ -64,4 +67,5 @@ export const HANDLE_NAMES: Readonly<Record<number, string>> = {
   [ROUTE_PRESSURE]: 'ROUTE_PRESSURE',
   [CALL_SERVICE_HANDLE]: 'CALL_TOOLKIT',
   [NODE_RUNTIME]: 'NODE_RUNTIME',
+  [CANCEL_CALL]: 'CANCEL_CALL',
 };

@@ -13,6 +13,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import type { Channel } from '../../core/channel.js';
+import { markOwn } from '../../core/process-state.js';
 import { contextRuntime } from '../../core/runtime.js';
 import { groupAlive, killGroup } from '../process-groups.js';
 import type { Control, ExecRequest, OutputChunk, RemoteOutcome } from './protocol.js';
@@ -76,9 +77,12 @@ function sweepLater(): void {
 function hookShutdown(): void {
   if (hooked) return;
   hooked = true;
-  process.on('exit', () => {
-    for (const command of running) killGroup(command.pid, 'SIGKILL');
-  });
+  process.on(
+    'exit',
+    markOwn(() => {
+      for (const command of running) killGroup(command.pid, 'SIGKILL');
+    }),
+  );
   contextRuntime().broker.addCleanup(async (grace) => {
     prune();
     const commands = [...running];

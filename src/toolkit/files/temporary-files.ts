@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { type promises as fs, unlinkSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { markOwn } from '../../core/process-state.js';
 
 /**
  * Temporary files being written in this process. A context told to shut
@@ -19,15 +20,18 @@ let removingAtExit = false;
 export function writingTemporaryFile(path: string): void {
   if (!removingAtExit) {
     removingAtExit = true;
-    process.on('exit', () => {
-      for (const temp of pendingTemporaryFiles) {
-        try {
-          unlinkSync(temp);
-        } catch {
-          // Already gone.
+    process.on(
+      'exit',
+      markOwn(() => {
+        for (const temp of pendingTemporaryFiles) {
+          try {
+            unlinkSync(temp);
+          } catch {
+            // Already gone.
+          }
         }
-      }
-    });
+      }),
+    );
   }
   pendingTemporaryFiles.add(path);
 }

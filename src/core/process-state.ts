@@ -1,0 +1,147 @@
+/**
+ * A context is one interpreter reused for every call, so what one call
+ * changes of the process the next would see (Mitogen's runner restores
+ * the same after each task). What a call changes of the process is undone
+ * when it ends: working directory, environment, argv, umask, exit code,
+ * title, and listeners it added to `process` (or removed of tendril's).
+ * Calls run concurrently and share the process: a change lasts only until
+ * a call ends, whichever call that is. What cannot be put back (global
+ * prototypes, a module's own state) is for `isolate: true`.
+ *
+ * Checking must cost next to nothing per call: the environment is watched
+ * through a proxy that notes writes (reading all of it back costs about
+ * 14 µs with 35 variables), and listeners through `newListener` and
+ * `removeListener`.
+ */
+
+/** `process.argv` during calls: no first stage's arguments, nothing a CLI parser would take for options. */
+export const CALL_ARGV_NAME = '<call>';
+
+/** Marks a listener on `process` as tendril's own, so restoring never removes it. */
+export const OWN_LISTENER: unique symbol = Symbol.for('tendril.ownListener') as never;
+
+// biome-ignore lint/suspicious/noExplicitAny: listeners of every event.
+type Listener = (...args: any[]) => void;
+
+/** The process as it was when the context became ready, and what calls changed of it since. */
+export class ProcessState {
+  private readonly cwd = process.cwd();
+  private readonly env: Record<string, string | undefined>;
+  private readonly realEnv = process.env;
+  private readonly envProxy: NodeJS.ProcessEnv;
+  private readonly argv: string[];
+  private readonly umask = process.umask();
+  private readonly title: string;
+  private envChanged = false;
+  /** Listeners added to `process` since the last restore, and tendril's own that were removed. */
+  private added: [string | symbol, Listener][] = [];
+  private removed: [string | symbol, Listener][] = [];
+  private restoring = false;
+
+  /** Takes the process as it is now as what calls are to leave, sets the calls' argv, and starts watching. */
+  constructor() {
+    this.env = { ...process.env };
+    this.argv = [process.execPath, CALL_ARGV_NAME];
+    process.argv = this.argv.slice();
+    this.title = process.title;
+    const noteChange = () => {
+      this.envChanged = true;
+    };
+    this.envProxy = new Proxy(this.realEnv, {
+      set(target, key, value) {
+        noteChange();
+        return Reflect.set(target, key, value);
+      },
+      deleteProperty(target, key) {
+        noteChange();
+        return Reflect.deleteProperty(target, key);
+      },
+      defineProperty(target, key, descriptor) {
+        noteChange();
+        return Reflect.defineProperty(target, key, descriptor);
+      },
+    });
+    process.env = this.envProxy;
+    const baseline = new Set<Listener>();
+    for (const event of process.eventNames()) {
+      for (const listener of process.listeners(event as 'exit')) baseline.add(listener as Listener);
+    }
+    const newListener = (event: string | symbol, listener: Listener) => {
+      if (!this.restoring && !isOwn(listener)) this.added.push([event, listener]);
+    };
+    const removeListener = (event: string | symbol, listener: Listener) => {
+      if (!this.restoring && (baseline.has(listener) || isOwn(listener))) this.removed.push([event, listener]);
+    };
+    markOwn(newListener);
+    markOwn(removeListener);
+    baseline.add(newListener).add(removeListener);
+    process.on('newListener', newListener);
+    process.on('removeListener', removeListener);
+  }
+
+  /** Puts back what calls changed; cheap when they changed nothing. */
+  restore(): void {
+    if (process.cwd() !== this.cwd) {
+      try {
+        process.chdir(this.cwd);
+      } catch {
+        // The directory is gone; staying where the call left it is all that can be done.
+      }
+    }
+    if (process.env !== this.envProxy || this.envChanged) this.restoreEnv();
+    const argv = process.argv;
+    if (argv.length !== 2 || argv[0] !== this.argv[0] || argv[1] !== CALL_ARGV_NAME) process.argv = this.argv.slice();
+    if (process.umask() !== this.umask) process.umask(this.umask);
+    if (process.exitCode !== undefined) process.exitCode = undefined;
+    if (this.added.length > 0 || this.removed.length > 0) this.restoreListeners();
+  }
+
+  /** Whether `process.title` was changed; checked apart from `restore` as it costs a system call on some platforms. */
+  restoreTitle(): void {
+    if (process.title !== this.title) {
+      try {
+        process.title = this.title;
+      } catch {
+        // Not permitted everywhere; purely cosmetic.
+      }
+    }
+  }
+
+  private restoreEnv(): void {
+    process.env = this.envProxy;
+    this.envChanged = false;
+    const env = this.realEnv;
+    for (const key of Object.keys(env)) {
+      if (!(key in this.env)) delete env[key];
+    }
+    for (const key of Object.keys(this.env)) {
+      if (env[key] !== this.env[key]) env[key] = this.env[key];
+    }
+  }
+
+  private restoreListeners(): void {
+    const added = this.added;
+    const removed = this.removed;
+    this.added = [];
+    this.removed = [];
+    this.restoring = true;
+    try {
+      for (const [event, listener] of added) process.removeListener(event as 'exit', listener);
+      for (const [event, listener] of removed) {
+        if (!process.listeners(event as 'exit').includes(listener as never)) process.on(event as 'exit', listener);
+      }
+    } finally {
+      this.restoring = false;
+    }
+  }
+}
+
+/** Marks `listener` as tendril's own (see `OWN_LISTENER`) and returns it. */
+export function markOwn<F extends (...args: never[]) => unknown>(listener: F): F {
+  (listener as unknown as Record<symbol, boolean>)[OWN_LISTENER] = true;
+  return listener;
+}
+
+function isOwn(listener: unknown): boolean {
+  return typeof listener === 'function' && (listener as unknown as Record<symbol, boolean>)[OWN_LISTENER] === true;
+}

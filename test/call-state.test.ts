@@ -1,0 +1,274 @@
+// A context is one interpreter reused for every call: calls that stop
+// when asked, leave the process as they found it, and survive what a call
+// leaves behind (issue 25). Each behaviour from a local context and over
+// ssh; the resolver in a private mount namespace, as root.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { type CallThis, type Context, type LogRecord, Router, TimeoutError } from 'tendril';
+import { nodeBinary } from './support/nodes.js';
+import { sleep, waitFor } from './support/procs.js';
+import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
+
+/** Writes `path` after `ms`, unless the call's signal aborts first; then writes `<path>.stopped` with the reason's name. */
+async function writeLater(this: CallThis, path: string, ms: number): Promise<string> {
+  // biome-ignore lint/style/useNodejsImportProtocol: runs on Node 12.
+  const fs = require('fs') as typeof import('node:fs');
+  const signal = this.signal;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(resolve, ms);
+      signal.addEventListener('abort', () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      });
+    });
+  } catch (error) {
+    fs.writeFileSync(`${path}.stopped`, String((error as Error).name));
+    throw error;
+  }
+  fs.writeFileSync(path, 'written');
+  return 'written';
+}
+
+/** What a call finds of the process it runs in. */
+function processState() {
+  return {
+    cwd: process.cwd(),
+    env: { ...process.env },
+    argv: process.argv.slice(),
+    umask: process.umask(),
+    exitCode: process.exitCode,
+    title: process.title,
+    listeners: ['uncaughtException', 'unhandledRejection', 'exit', 'beforeExit', 'SIGUSR2', 'SIGTERM', 'warning'].map(
+      (event) => process.listenerCount(event),
+    ),
+  };
+}
+
+/** Changes everything `processState` looks at; `n` makes each call's changes its own. */
+function mutate(n: number): number {
+  const os = require('node:os') as typeof import('node:os');
+  process.chdir(os.tmpdir());
+  process.env.TENDRIL_CALL_STATE = String(n);
+  process.env.PATH = `/nowhere-${n}`;
+  delete process.env.HOME;
+  process.argv.push(`--flag-${n}`);
+  process.umask(0o077);
+  process.exitCode = 3;
+  process.title = `mutated-${n}`;
+  process.on('uncaughtException', () => {});
+  process.once('unhandledRejection', () => {});
+  process.on('exit', () => {});
+  process.prependListener('SIGUSR2', () => {});
+  process.on('warning', () => {});
+  // Tendril's own listener, removed: it must come back.
+  process.removeAllListeners('uncaughtException');
+  return n;
+}
+
+interface Opened {
+  router: Router;
+  context: Context;
+  scratch: string;
+  cleanup?: () => void;
+}
+
+function suite(name: string, open: () => Promise<Opened>) {
+  describe(name, () => {
+    let router: Router;
+    let context: Context;
+    let scratch: string;
+    let cleanup: (() => void) | undefined;
+    const logs: LogRecord[] = [];
+    before(async () => {
+      ({ router, context, scratch, cleanup } = await open());
+      router.on('log', (record) => logs.push(record));
+    });
+    after(async () => {
+      await router.shutdown();
+      cleanup?.();
+    });
+
+    test('a timed-out call is stopped through its signal: the file it would write after 1500 ms never appears', async () => {
+      const path = join(scratch, `timeout-${Date.now()}`);
+      await assert.rejects(context.callWith({ timeout: 1000 }, writeLater, path, 1500), (error: Error) => {
+        assert.ok(error instanceof TimeoutError);
+        assert.match(error.message, /signal was aborted there.*a busy synchronous loop.*runs on; pass isolate: true/);
+        return true;
+      });
+      await sleep(1000);
+      const seen = await context.call((p: string) => {
+        const fs = require('node:fs') as typeof import('node:fs');
+        return [fs.existsSync(p), fs.existsSync(`${p}.stopped`) && fs.readFileSync(`${p}.stopped`, 'utf8')];
+      }, path);
+      assert.deepEqual(
+        seen,
+        [false, 'TimeoutError'],
+        'the signal aborted with a TimeoutError and the write never came',
+      );
+    });
+
+    test("the caller's AbortSignal reaches callSignal() from tendril/child, as an AbortError", async () => {
+      const controller = new AbortController();
+      const path = join(scratch, `abort-${Date.now()}`);
+      const call = context.callWith(
+        { signal: controller.signal },
+        async (p: string) => {
+          const fs = require('node:fs') as typeof import('node:fs');
+          const signal = (require('tendril/child') as typeof import('tendril/child')).callSignal();
+          await new Promise((resolve) => signal.addEventListener('abort', resolve));
+          fs.writeFileSync(p, `${signal.aborted} ${(signal.reason as Error).name}`);
+        },
+        path,
+      );
+      await sleep(200);
+      controller.abort();
+      await assert.rejects(call, { name: 'AbortError' });
+      const written = await context.call((p: string) => {
+        const fs = require('node:fs') as typeof import('node:fs');
+        const deadline = Date.now() + 5000;
+        while (!fs.existsSync(p) && Date.now() < deadline)
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+        return fs.readFileSync(p, 'utf8');
+      }, path);
+      assert.equal(written, 'true AbortError');
+    });
+
+    test('callSignal() after the first await says when to call it', async () => {
+      await assert.rejects(
+        context.call(async () => {
+          await null;
+          return (require('tendril/child') as typeof import('tendril/child')).callSignal();
+        }),
+        /callSignal\(\) must be called while a call's function starts, before its first await/,
+      );
+    });
+
+    test('100 calls that change the process, interleaved with 100 that check: every check sees the original', async () => {
+      const original = await context.call(processState);
+      assert.deepEqual(original.argv, [original.argv[0], '<call>'], 'argv is the interpreter and <call>');
+      for (let n = 0; n < 100; n++) {
+        assert.equal(await context.call(mutate, n), n);
+        assert.deepEqual(await context.call(processState), original, `after mutation ${n}`);
+      }
+      // Concurrently too: each change is undone as its call returns, before the next call runs.
+      const calls: Promise<unknown>[] = [];
+      for (let n = 0; n < 100; n++) calls.push(context.call(mutate, n), context.call(processState));
+      const results = await Promise.all(calls);
+      for (let i = 1; i < results.length; i += 2) assert.deepEqual(results[i], original);
+    });
+
+    test("a throw from a call's stray timer and an unhandled rejection are log records naming the code; later calls go on", async () => {
+      const before = logs.length;
+      await context.call(() => {
+        setTimeout(function strayTimer() {
+          throw new Error('thrown after the call returned');
+        }, 20);
+        Promise.reject(new Error('rejected and never awaited'));
+        return null;
+      });
+      await waitFor(() => logs.slice(before).some((r) => r.text.includes('strayTimer')), 5000);
+      await waitFor(() => logs.slice(before).some((r) => r.text.includes('rejected and never awaited')), 5000);
+      const texts = logs.slice(before).map((r) => r.text);
+      assert.ok(
+        texts.some((t) => /an uncaught exception in context .*thrown by a call's code at .*strayTimer/.test(t)),
+        texts.join('\n'),
+      );
+      assert.ok(texts.some((t) => /an unhandled rejection in context .*\(the context carries on\)/.test(t)));
+      assert.equal(await context.call((a: number, b: number) => a + b, 2, 3), 5);
+    });
+  });
+}
+
+suite('local context', async () => {
+  const router = new Router();
+  const context = await router.local({ name: 'state-local' });
+  const scratch = mkdtempSync(join(tmpdir(), 'tendril-call-state-'));
+  return { router, context, scratch, cleanup: () => rmSync(scratch, { recursive: true, force: true }) };
+});
+
+describe('over ssh', () => {
+  let bed: Testbed;
+  before(async () => {
+    bed = await startTestbed();
+  });
+  after(() => bed?.stop());
+  suite('ssh context', async () => {
+    const router = new Router();
+    const context = await router.ssh({ name: 'state-ssh', ...sshLogin(bed) });
+    const scratch = await context.call(() => {
+      const fs = require('node:fs') as typeof import('node:fs');
+      const os = require('node:os') as typeof import('node:os');
+      return fs.mkdtempSync(`${os.tmpdir()}/tendril-call-state-`);
+    });
+    return { router, context, scratch };
+  });
+});
+
+describe('Node 12, which has no AbortController', () => {
+  test("a shipped function's this.signal aborts on timeout", async () => {
+    await using router = new Router();
+    const old = await router.local({ name: 'state-node12', nodePath: nodeBinary(12) });
+    const scratch = mkdtempSync(join(tmpdir(), 'tendril-call-state-'));
+    try {
+      const path = join(scratch, 'x');
+      await assert.rejects(old.callWith({ timeout: 300 }, writeLater, path, 1500), TimeoutError);
+      await waitFor(() => {
+        try {
+          return readFileSync(`${path}.stopped`, 'utf8') === 'TimeoutError';
+        } catch {
+          return false;
+        }
+      }, 5000);
+      assert.equal(await old.call(() => process.version.slice(0, 4)), 'v12.');
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('resolver state, in a private mount namespace', () => {
+  test('a rewritten resolv.conf and hosts are seen by the next call', async () => {
+    assert.equal(
+      process.getuid?.(),
+      0,
+      'this test mounts files over /etc in a new mount namespace: run the suite as root (CI does)',
+    );
+    await using router = new Router();
+    const scratch = mkdtempSync(join(tmpdir(), 'tendril-resolver-'));
+    try {
+      const resolv = join(scratch, 'resolv.conf');
+      const hosts = join(scratch, 'hosts');
+      writeFileSync(resolv, 'nameserver 127.0.0.53\n');
+      writeFileSync(hosts, '127.0.0.9 tendril-resolver-test\n');
+      // unshare -m makes the new namespace's mounts private: the machine's own /etc is untouched.
+      const context = await router.command({
+        name: 'resolver',
+        argv: [
+          'unshare',
+          '-m',
+          'sh',
+          '-c',
+          'mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"',
+          'sh',
+          resolv,
+          hosts,
+        ],
+      });
+      const look = () => {
+        const dns = require('node:dns') as typeof import('node:dns');
+        return dns.promises.lookup('tendril-resolver-test').then((found) => [dns.getServers(), found.address]);
+      };
+      assert.deepEqual(await context.call(look), [['127.0.0.53'], '127.0.0.9']);
+      // Rewritten in place: a bind mount follows the file, not its name.
+      writeFileSync(resolv, 'nameserver 127.0.0.54\n');
+      writeFileSync(hosts, '127.0.0.10 tendril-resolver-test\n');
+      assert.deepEqual(await context.call(look), [['127.0.0.54'], '127.0.0.10']);
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  });
+});
