@@ -3,13 +3,15 @@
 // leaves behind (issue 25). Each behaviour from a local context and over
 // ssh; the resolver in a private mount namespace, as root.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { type CallThis, type Context, type LogRecord, Router, TimeoutError } from 'tendril';
 import { nodeBinary } from './support/nodes.js';
-import { sleep, waitFor } from './support/procs.js';
+import { sleep, waitFor, waitGone } from './support/procs.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
 /** Writes `path` after `ms`, unless the call's signal aborts first; then writes `<path>.stopped` with the reason's name. */
@@ -161,6 +163,110 @@ function suite(name: string, open: () => Promise<Opened>) {
       for (let i = 1; i < results.length; i += 2) assert.deepEqual(results[i], original);
     });
 
+    test('isolate: true runs the call in a fresh interpreter, a child of the context, that exits after it', async () => {
+      const [pid, parent, argv] = await context.callWith({ isolate: true }, () => [
+        process.pid,
+        process.ppid,
+        process.argv,
+      ]);
+      assert.notEqual(pid, context.info.pid);
+      assert.equal(parent, context.info.pid, "started by the context, on the context's host");
+      assert.equal((argv as string[])[1], '<call>');
+      const alive = (p: number) =>
+        context.call((q: number) => {
+          try {
+            process.kill(q, 0);
+            return !/^\S+ \(.*\) Z/.test(require('node:fs').readFileSync(`/proc/${q}/stat`, 'utf8'));
+          } catch {
+            return false;
+          }
+        }, p);
+      for (let i = 0; i < 100 && (await alive(pid as number)); i++) await sleep(50);
+      assert.equal(await alive(pid as number), false, 'the interpreter is gone once the call ended');
+      // State it changed stays with it.
+      await context.callWith({ isolate: true }, () => {
+        (globalThis as Record<string, unknown>).leftBehind = 1;
+        process.chdir('/');
+      });
+      assert.deepEqual(await context.call(() => (globalThis as Record<string, unknown>).leftBehind), undefined);
+    });
+
+    test('isolate: true with timeout 1000: a function that ignores its signal is killed, with what it started, before it writes at 1500 ms', async () => {
+      const path = join(scratch, `isolated-${Date.now()}`);
+      const began = Date.now();
+      await assert.rejects(
+        context.callWith(
+          { isolate: true, timeout: 1000 },
+          (p: string) => {
+            const fs = require('node:fs') as typeof import('node:fs');
+            const child = (require('node:child_process') as typeof import('node:child_process')).spawn('sleep', ['60']);
+            fs.writeFileSync(`${p}.child`, String(child.pid));
+            // Deaf to its signal: a busy loop, then the write.
+            const end = Date.now() + 1500;
+            while (Date.now() < end) {}
+            fs.writeFileSync(p, 'written');
+          },
+          path,
+        ),
+        (error: Error) =>
+          error instanceof TimeoutError && /the isolated interpreter running it was killed/.test(error.message),
+      );
+      assert.ok(Date.now() - began < 1000 + 2000, 'rejected once killed, not when the function would have ended');
+      await sleep(1000);
+      const seen = await context.call((p: string) => {
+        const fs = require('node:fs') as typeof import('node:fs');
+        const child = Number(fs.readFileSync(`${p}.child`, 'utf8'));
+        let state = 'gone';
+        try {
+          state = fs.readFileSync(`/proc/${child}/stat`, 'utf8').replace(/^.*\) /, '')[0] as string;
+        } catch {}
+        return [fs.existsSync(p), state];
+      }, path);
+      assert.equal(seen[0], false, 'the write at 1500 ms never came');
+      assert.ok(seen[1] === 'gone' || seen[1] === 'Z', `the sleep it started was killed (state ${seen[1]})`);
+      // The context itself carries on, and the next isolated call gets a new interpreter.
+      assert.equal(await context.callWith({ isolate: true }, () => 7), 7);
+    });
+
+    test('fresh: true evaluates shipped modules anew; without it, module state persists between calls', async () => {
+      const counter = new URL('./fixtures/counter.js', import.meta.url);
+      const shared = context.import<typeof import('./fixtures/counter.js')>(counter);
+      const fresh = context.import<typeof import('./fixtures/counter.js')>(counter, { fresh: true });
+      const first = await shared.next();
+      assert.equal(await shared.next(), first + 1, 'the cached module keeps its count');
+      assert.equal(await fresh.next(), 1, 'a fresh load starts from the beginning');
+      assert.equal(await fresh.next(), 1);
+      assert.equal(await shared.next(), first + 2, 'and leaves the cached one alone');
+      const viaCall = await context.callWith({ fresh: true }, () => {
+        const mod = require('./fixtures/counter.js') as typeof import('./fixtures/counter.js');
+        return [mod.next(), mod.next()];
+      });
+      assert.deepEqual(viaCall, [1, 2]);
+    });
+
+    test('context.tmpdir(): one 0700 directory per context run, shared by calls, removed at shutdown', async () => {
+      const directory = await context.tmpdir();
+      assert.equal(await context.tmpdir(), directory);
+      const seen = await context.call((dir: string) => {
+        const fs = require('node:fs') as typeof import('node:fs');
+        const { thisContext } = require('tendril/child') as typeof import('tendril/child');
+        fs.writeFileSync(`${dir}/from-a-call`, 'x');
+        return [thisContext().tmpdir(), (fs.statSync(dir).mode & 0o777).toString(8), require('node:os').tmpdir()];
+      }, directory);
+      assert.equal(seen[0], directory);
+      assert.equal(seen[1], '700');
+      assert.ok(directory.startsWith(`${seen[2]}/`), `${directory} is under the target's temporary directory`);
+      const other = await router.local({ name: `${context.name}-second`, via: context });
+      const otherDirectory = await other.tmpdir();
+      assert.notEqual(otherDirectory, directory, 'each context has its own');
+      await other.shutdown();
+      assert.equal(
+        await context.call((dir: string) => require('node:fs').existsSync(dir), otherDirectory),
+        false,
+        'removed when its context shut down',
+      );
+    });
+
     test("a throw from a call's stray timer and an unhandled rejection are log records naming the code; later calls go on", async () => {
       const before = logs.length;
       await context.call(() => {
@@ -205,6 +311,24 @@ describe('over ssh', () => {
       return fs.mkdtempSync(`${os.tmpdir()}/tendril-call-state-`);
     });
     return { router, context, scratch };
+  });
+});
+
+describe('the temporary directory when the master dies', () => {
+  test('a context whose master was killed with SIGKILL removes its directory as it exits', async () => {
+    const master = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/tmpdir-master.js', import.meta.url))], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const [pid, directory] = await new Promise<[number, string]>((resolve, reject) => {
+      master.stdout.once('data', (chunk: Buffer) => resolve(JSON.parse(chunk.toString())));
+      master.once('exit', () => reject(new Error('the master exited early')));
+    });
+    assert.ok(existsSync(`${directory}/left-by-a-call`));
+    const exited = new Promise((resolve) => master.once('exit', resolve));
+    master.kill('SIGKILL');
+    await exited;
+    assert.ok((await waitGone([pid], 3000)) <= 3000, 'the context exited');
+    assert.equal(existsSync(directory), false, `${directory} was removed`);
   });
 });
 

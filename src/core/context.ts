@@ -6,12 +6,13 @@ import {
   CapturedVariableError,
   ChannelError,
   ContextDisconnectedError,
+  InvalidOptionError,
   MessageTooLargeError,
   TimeoutError,
 } from './errors.js';
 import { TOOLKIT_MODULE_ID } from './importer.js';
 import { Message } from './message.js';
-import { abortSignal, location, milliseconds, optionsObject } from './options.js';
+import { abortSignal, boolean, location, milliseconds, optionsObject } from './options.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
 import { CALL_SERVICE_SPEC, type ServiceRequest } from './protocol/call-service.js';
 import { CANCEL_CALL_SPEC, type CancelCallRequest } from './protocol/cancel-call.js';
@@ -44,6 +45,21 @@ export type RemoteModule<M> = {
 const CALL_TIMEOUT_ADVICE =
   "the function's signal was aborted there (this.signal, or callSignal() from tendril/child), which stops only code that uses it: a busy synchronous loop, or work that ignores the signal, runs on; pass isolate: true to have the call's interpreter killed";
 
+/**
+ * Key of the method that sends a prepared call to a fresh interpreter
+ * started by the context (`CallOptions.isolate`): given by the toolkit's
+ * `Context`, which can start contexts; a context without it refuses
+ * isolated calls.
+ */
+export const SEND_ISOLATED: unique symbol = Symbol('tendril.sendIsolated') as never;
+
+/** What an `isolate` option is refused with where contexts cannot be started. */
+export const ISOLATE_ONLY_IN_MASTER =
+  'false here: isolated calls are made from the master, on the contexts its Router started';
+
+/** Key of the method a prepared call is sent through, for `SEND_ISOLATED` to send it to another context. */
+export const SEND_CALL: unique symbol = Symbol('tendril.sendCall') as never;
+
 /** Key of the method tendril's services (commands, files) call their remote half through. */
 export const CALL_TOOLKIT: unique symbol = Symbol('tendril.callService') as never;
 
@@ -64,6 +80,24 @@ export interface CallOptions {
    * how it is found), else the main module.
    */
   base?: string | URL;
+  /**
+   * Run the call in a fresh interpreter the context starts (a child of
+   * it, on the same machine and account), which is shut down when the call
+   * ends and killed outright when its timeout passes or its signal aborts:
+   * nothing the call did to its process outlives it, and code that ignores
+   * its signal (a busy loop) is stopped too. One spare interpreter is kept
+   * warm per context that has made an isolated call, so the next one does
+   * not wait for Node to start. Only on contexts the master holds.
+   * Default: the Router's `isolate` option, else false.
+   */
+  isolate?: boolean;
+  /**
+   * Load the modules the call uses anew, as if for the first time, instead
+   * of from the context's module cache (their files are not fetched
+   * again): for a module whose own state a previous call may have changed.
+   * Modules it loads stay with this call only. Default false.
+   */
+  fresh?: boolean;
 }
 
 /** Per-call options of `Context.callServiceWith` and `Context.service`. */
@@ -340,6 +374,11 @@ export class Context {
     return ask(this.router, this.id, MODULE_STATS_SPEC, null, { what: 'module stats' });
   }
 
+  /** `send` for another context's `SEND_ISOLATED`: the prepared call, to this context. */
+  [SEND_CALL](call: CallPayload, references: object[], options: CallOptions, what: string): Promise<unknown> {
+    return this.send(call, references, options, what);
+  }
+
   /**
    * Sends a checked call and resolves with its result. While the stream
    * toward the context has more than its high-water mark queued, or a
@@ -355,6 +394,14 @@ export class Context {
     what: string,
     spec: typeof CALL_FUNCTION_SPEC | typeof CALL_SERVICE_SPEC = CALL_FUNCTION_SPEC,
   ): Promise<unknown> {
+    if (spec === CALL_FUNCTION_SPEC && (options.isolate ?? this.router.isolateCalls)) {
+      const isolated = (this as { [SEND_ISOLATED]?: Context[typeof SEND_CALL] })[SEND_ISOLATED];
+      if (!isolated) {
+        throw new InvalidOptionError('isolate', what, ISOLATE_ONLY_IN_MASTER, true);
+      }
+      return isolated.call(this, call as CallPayload, references, { ...options, isolate: false }, what);
+    }
+    if (options.fresh && spec === CALL_FUNCTION_SPEC) (call as CallPayload).r = 1;
     let timeout = options.timeout;
     let congested = this.router.whenWritable(this.id);
     if (congested) {
@@ -573,7 +620,7 @@ export function routerOf(context: Context): MessageSwitch {
 }
 
 /** The options of a call (`CallOptions`), of a service call (`ServiceCallOptions`), of `shutdown` (`ShutdownOptions`). */
-const CALL_OPTIONS = new Set(['timeout', 'signal', 'base']);
+const CALL_OPTIONS = new Set(['timeout', 'signal', 'base', 'isolate', 'fresh']);
 const SERVICE_CALL_OPTIONS = new Set(['timeout', 'signal']);
 const SHUTDOWN_OPTIONS = new Set(['grace']);
 
@@ -596,4 +643,6 @@ function checkCallOptions(options: CallOptions, where: string): void {
   milliseconds(options.timeout, 'timeout', where, undefined);
   abortSignal(options.signal, 'signal', where);
   location(options.base, 'base', where);
+  boolean(options.isolate, 'isolate', where);
+  boolean(options.fresh, 'fresh', where);
 }

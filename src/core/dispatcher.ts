@@ -114,9 +114,11 @@ export class Dispatcher {
     const preload = call.p ?? [];
     // Literal require()s are fetched up front, in one round trip, so the function need not block on them.
     if (preload.length > 0) {
-      return this.importer.prefetch(from, preload, 'require').then(() => this.invoke(factory, from, call.a, stop));
+      return this.importer
+        .prefetch(from, preload, 'require')
+        .then(() => this.invoke(factory, from, call.a, stop, call.r === 1));
     }
-    return this.invoke(factory, from, call.a, stop);
+    return this.invoke(factory, from, call.a, stop, call.r === 1);
   }
 
   /**
@@ -124,8 +126,14 @@ export class Dispatcher {
    * made once per base, and the call's `this` (its signal): an arrow
    * function sees it as its lexical `this`.
    */
-  private invoke(factory: FunctionFactory, from: string, args: unknown[] | undefined, stop: CallStop): unknown {
-    let loaders = this.loaders.get(from);
+  private invoke(
+    factory: FunctionFactory,
+    from: string,
+    args: unknown[] | undefined,
+    stop: CallStop,
+    fresh: boolean,
+  ): unknown {
+    let loaders = fresh ? this.freshLoaders(from) : this.loaders.get(from);
     if (!loaders) {
       if (this.loaders.size >= MAX_LOADERS) this.loaders.clear();
       loaders = [this.importer.requireFrom(from), this.importer.importFrom(from)];
@@ -135,10 +143,17 @@ export class Dispatcher {
     return runAs(stop, () => fn.apply(stop.self, args));
   }
 
+  /** The `require` and `import` of `from` in a module cache of the call's own (`CallOptions.fresh`). */
+  private freshLoaders(from: string): [NodeJS.Require, (spec: string) => Promise<unknown>] {
+    const scope = this.importer.freshScope();
+    return [this.importer.requireFrom(from, scope), this.importer.importFrom(from, scope)];
+  }
+
   private async callExport(call: CallPayload, path: string, name: string, stop: CallStop): Promise<unknown> {
     // An absolute path stands for itself; a specifier resolves from the call's base.
     const from = path.startsWith('/') ? path : (call.b ?? callOrigin(this.options.defaultBase));
-    const namespace = (await this.importer.import(from, path)) as Record<string, unknown>;
+    const scope = call.r === 1 ? this.importer.freshScope() : undefined;
+    const namespace = (await this.importer.import(from, path, scope)) as Record<string, unknown>;
     const value = name === 'default' ? namespace.default : namespace[name];
     if (typeof value !== 'function') {
       const what =

@@ -98,6 +98,14 @@ export class NativeModuleError extends TendrilError {
   }
 }
 
+/** Loaded modules and the `require` of each file: the context's shared one, or a call's own (`Importer.freshScope`). */
+export interface ModuleScope {
+  /** Loaded modules by path: what `require.cache` is in this scope. */
+  readonly cache: Record<string, LoadedModule>;
+  /** The `require` made for each file, so a file gets the same one every time. */
+  readonly requires: Map<string, NodeJS.Require>;
+}
+
 /** A loaded module as `require.cache` holds it: a Node `Module`. */
 interface LoadedModule {
   exports: unknown;
@@ -149,10 +157,11 @@ export class Importer {
    * evaluate the file again. No prototype: paths are data.
    */
   private readonly cache: Record<string, LoadedModule> = emptyRecord();
+  /** The modules calls share: this context's `require.cache`, and the `require` made for each file. */
+  private readonly shared: ModuleScope = { cache: this.cache, requires: new Map() };
   private readonly sentTo = new Map<number, Set<string>>();
   private readonly inflight = new Map<string, Promise<void>>();
   private readonly builtins: readonly string[];
-  private readonly requires = new Map<string, NodeJS.Require>();
   private readonly Module: new (
     id: string,
   ) => LoadedModule & Record<string, unknown>;
@@ -183,46 +192,55 @@ export class Importer {
     router.on('disconnect', (contextId) => this.sentTo.delete(contextId));
   }
 
+  /**
+   * A module cache of its own, for a call that loads its modules anew
+   * (`CallOptions.fresh`): files already here are evaluated again in it,
+   * not fetched again.
+   */
+  freshScope(): ModuleScope {
+    return { cache: emptyRecord(), requires: new Map() };
+  }
+
   /** A `require` for code in file `from` (a shipped function's base uses a file name in the base directory). */
-  requireFrom(from: string): NodeJS.Require {
-    let require = this.requires.get(from);
+  requireFrom(from: string, scope: ModuleScope = this.shared): NodeJS.Require {
+    let require = scope.requires.get(from);
     if (require) return require;
-    require = this.makeRequire(from);
-    this.requires.set(from, require);
+    require = this.makeRequire(from, scope);
+    scope.requires.set(from, require);
     return require;
   }
 
-  private makeRequire(from: string): NodeJS.Require {
-    const require = ((spec: string) => this.require(from, spec)) as NodeJS.Require;
+  private makeRequire(from: string, scope: ModuleScope): NodeJS.Require {
+    const require = ((spec: string) => this.require(from, spec, scope)) as NodeJS.Require;
     require.resolve = ((spec: string) => {
       const target = this.targetFor(from, spec, 'require', true);
       if ('path' in target) return target.path;
       if ('builtin' in target) return target.builtin;
       return this.fail(target, spec, from);
     }) as NodeJS.RequireResolve;
-    require.cache = this.cache as NodeJS.Require['cache'];
+    require.cache = scope.cache as NodeJS.Require['cache'];
     return require;
   }
 
   /** An `import()` for code in file `from`: resolves with the module namespace. */
-  importFrom(from: string): (spec: string) => Promise<unknown> {
-    return (spec) => this.import(from, spec);
+  importFrom(from: string, scope: ModuleScope = this.shared): (spec: string) => Promise<unknown> {
+    return (spec) => this.import(from, spec, scope);
   }
 
   /** `require(spec)` as written in file `from`; fetches synchronously if it must. */
-  require(from: string, spec: string): unknown {
-    return this.load(this.targetFor(from, String(spec), 'require', true), spec, from);
+  require(from: string, spec: string, scope: ModuleScope = this.shared): unknown {
+    return this.load(this.targetFor(from, String(spec), 'require', true), spec, from, scope);
   }
 
   /** `import(spec)` as written in file `from`; fetches (asynchronously) if it must. */
-  async import(from: string, spec: string): Promise<unknown> {
+  async import(from: string, spec: string, scope: ModuleScope = this.shared): Promise<unknown> {
     spec = String(spec);
     let target = this.knownTarget(from, spec, 'import');
     if (!target) {
       await this.fetch(from, [spec], 'import');
       target = this.knownTarget(from, spec, 'import') ?? unanswered(spec, from);
     }
-    return namespaceOf(this.load(target, spec, from));
+    return namespaceOf(this.load(target, spec, from, scope));
   }
 
   /**
@@ -310,13 +328,13 @@ export class Importer {
     return this.knownTarget(from, spec, kind) ?? unanswered(spec, from);
   }
 
-  private load(target: Target, spec: string, from: string): unknown {
+  private load(target: Target, spec: string, from: string, scope: ModuleScope): unknown {
     if ('builtin' in target) {
       this.options.onBuiltin?.(target.builtin);
       return this.nativeRequire(target.builtin);
     }
     if ('core' in target) return this.core;
-    if ('path' in target && !('native' in target)) return this.loadFile(target.path);
+    if ('path' in target && !('native' in target)) return this.loadFile(target.path, scope);
     return this.fail(target, spec, from);
   }
 
@@ -327,8 +345,9 @@ export class Importer {
     throw new Error(`cannot load '${spec}' from ${from}`);
   }
 
-  private loadFile(path: string): unknown {
-    const cached = ownValue(this.cache, path);
+  private loadFile(path: string, scope: ModuleScope): unknown {
+    const cache = scope.cache;
+    const cached = ownValue(cache, path);
     if (cached) return cached.exports;
     const record = this.files.get(path);
     if (!record) throw Object.assign(new Error(`module ${path} was not received`), { code: 'MODULE_NOT_FOUND' });
@@ -343,10 +362,10 @@ export class Importer {
     if (record.format === 'json') {
       module.exports = JSON.parse(source);
       module.loaded = true;
-      this.cache[path] = module;
+      cache[path] = module;
       return module.exports;
     }
-    this.cache[path] = module;
+    cache[path] = module;
     const dirname = path.slice(0, path.lastIndexOf('/')) || '/';
     try {
       const fn = vm.compileFunction(
@@ -358,15 +377,15 @@ export class Importer {
       fn.call(
         module.exports,
         module.exports,
-        this.requireFrom(path),
+        this.requireFrom(path, scope),
         module,
         path,
         dirname,
-        this.importFrom(path),
+        this.importFrom(path, scope),
         meta,
       );
     } catch (error) {
-      if (this.cache[path] === module) delete this.cache[path];
+      if (cache[path] === module) delete cache[path];
       throw error;
     }
     module.loaded = true;

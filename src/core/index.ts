@@ -13,6 +13,7 @@ export * from './child-entry.js';
 export * from './code-cache.js';
 export * from './codec.js';
 export * from './context.js';
+export * from './context-tmpdir.js';
 export * from './dead-replies.js';
 export * from './dispatcher.js';
 export * from './errors.js';

@@ -70,6 +70,18 @@ export function location(value: unknown, option: string, where: string): string 
   throw new InvalidOptionError(option, where, 'a path, a file URL string or a URL', value);
 }
 
+/** A boolean, or `fallback` when undefined. */
+export function boolean<F extends boolean | undefined>(
+  value: unknown,
+  option: string,
+  where: string,
+  fallback?: F,
+): boolean | F {
+  if (value === undefined) return fallback as F;
+  if (typeof value !== 'boolean') throw new InvalidOptionError(option, where, 'true or false', value);
+  return value;
+}
+
 /** An AbortSignal, or undefined. */
 export function abortSignal(value: unknown, option: string, where: string): AbortSignal | undefined {
   if (value === undefined) return undefined;

@@ -6,8 +6,10 @@
  * in src/toolkit/services/, loaded in a child from `tendril:toolkit` on
  * its first registration, so the core stays small.
  */
+
 import { NOT_IN_A_CHILD } from './child-entry.js';
 import { Context, type ContextInfo } from './context.js';
+import { contextTmpdir } from './context-tmpdir.js';
 import type { Message } from './message.js';
 import type { ServiceRequest } from './protocol/call-service.js';
 import { contextRuntime } from './runtime.js';
@@ -193,6 +195,15 @@ export interface ThisContext {
   registerService<S extends object>(name: string, implementation: S, options?: ServiceOptions<S>): ServiceName<S>;
   /** Withdraws the service `name`; calls already running finish. False when there was none. */
   unregisterService(name: string): boolean;
+  /**
+   * This context's temporary directory: made on first use (mode 0700,
+   * under the target's temporary directory), shared by its calls, removed
+   * when the context exits (shutdown, its master gone, SIGTERM). The
+   * master gets the same path with `context.tmpdir()`.
+   * @returns its absolute path.
+   * @throws Error when it cannot be made (the temporary directory is not writable).
+   */
+  tmpdir(): string;
 }
 
 let loadServices: (() => ServicesModule) | undefined;
@@ -236,6 +247,7 @@ export function thisContext(): ThisContext {
     master: ancestor(router.parentIds.length - 1),
     registerService: (name, implementation, options) => registry().register(name, implementation, options),
     unregisterService: (name) => registry().unregister(name),
+    tmpdir: contextTmpdir,
   };
   return facade;
 }

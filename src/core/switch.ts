@@ -91,6 +91,8 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   readonly parentIds: readonly number[];
   /** Largest payload accepted or sent, in bytes. */
   readonly maxMessageSize: number;
+  /** Run calls isolated unless they say otherwise (the master's `isolate` option; see `CallOptions.isolate`). */
+  isolateCalls = false;
   /** What each child's subtree, and the contexts beyond the parent, make this context hold, bounded by `maxHeldBytes` (see holdings.ts). */
   readonly holdings: Holdings;
   /** The stream to the parent; undefined in the master. */

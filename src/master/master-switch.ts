@@ -15,7 +15,16 @@ import { ChannelError, describeError, InvalidOptionError, ProtocolError, Timeout
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
 import { DEFAULT_MAX_HELD_BYTES } from '../core/holdings.js';
 import { type Logger, type LogRecord, logger } from '../core/log.js';
-import { integer, knownOptions, location, milliseconds, optionsObject, STOP_GRACE, text } from '../core/options.js';
+import {
+  boolean,
+  integer,
+  knownOptions,
+  location,
+  milliseconds,
+  optionsObject,
+  STOP_GRACE,
+  text,
+} from '../core/options.js';
 import type { ReadyInfo } from '../core/protocol/boot.js';
 import { CONNECT_SPEC } from '../core/protocol/connect.js';
 import { FORWARD_LOG_SPEC } from '../core/protocol/forward-log.js';
@@ -62,6 +71,12 @@ export interface RouterOptions {
    * after SIGTERM, before SIGKILL. Default 2000.
    */
   shutdownGrace?: number;
+  /**
+   * Run every call (`context.call()`, `callWith()`, calls through
+   * `context.import()`) in a fresh interpreter, as `CallOptions.isolate`
+   * does, unless the call says `isolate: false`. Default false.
+   */
+  isolate?: boolean;
   /**
    * Directories whose files children may be sent besides those served by
    * default: the package of every module that calls `context.call()` or
@@ -136,6 +151,7 @@ const ROUTER_OPTIONS = new Set([
   'maxHeldBytes',
   'name',
   'shutdownGrace',
+  'isolate',
   'moduleRoots',
   'moduleFilter',
   'base',
@@ -200,6 +216,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     );
     const name = text(options.name, 'name', where, 'master');
     const grace = milliseconds(options.shutdownGrace, 'shutdownGrace', where, DEFAULT_SHUTDOWN_GRACE);
+    const isolate = boolean(options.isolate, 'isolate', where, false);
     const roots = options.moduleRoots ?? [];
     if (!Array.isArray(roots) || !roots.every((root) => typeof root === 'string')) {
       throw new InvalidOptionError('moduleRoots', where, 'an array of directory paths', roots);
@@ -218,6 +235,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     }
     const nodeRuntime = checkNodeRuntime(options.nodeRuntime, where);
     super({ id: 0, name, parentIds: [], maxMessageSize, maxHeldBytes });
+    this.isolateCalls = isolate;
     this.makeContext = makeContext;
     const assets = bootstrapAssets();
     this.broker = new Broker(this, grace);

@@ -8,13 +8,15 @@
  * facade gives the master's switch.
  */
 import type { Readable } from 'node:stream';
-import { Context as CoreContext } from '../core/context.js';
+import { CALL_TOOLKIT, type CallOptions, Context as CoreContext, SEND_ISOLATED } from '../core/context.js';
+import type { CallPayload } from '../core/protocol/call-function.js';
 import type { Command } from './commands/command.js';
 import { type CommandTag, exec as execIn, tag as tagIn } from './commands/exec.js';
 import type { ExecOptions } from './commands/options.js';
 import type { TemplateValue } from './commands/template.js';
 import { createReadStream, createWriteStream, type FileWriteStream, type WriteStreamOptions } from './files/streams.js';
 import { copy, fetch, type TransferOptions, type TransferResult } from './files/transfer.js';
+import { sendIsolated } from './isolation.js';
 import type { CommandJobResult } from './jobs/errors.js';
 import type { Job } from './jobs/job.js';
 import type { JobStatus } from './jobs/protocol.js';
@@ -30,6 +32,24 @@ type AnyFunction = (...args: any[]) => unknown;
  * fleet and the listener client; a program does not construct one.
  */
 export class Context extends CoreContext {
+  /**
+   * This context's temporary directory on its host: made on first use
+   * with mode 0700 under the target's temporary directory (`os.tmpdir()`
+   * there), shared by every call (code in the context gets it from
+   * `thisContext().tmpdir()`), and removed when the context exits: at
+   * shutdown, when the master goes away, on SIGTERM (not SIGKILL).
+   * @returns its absolute path on the target.
+   * @throws CallError when it cannot be made there; ContextDisconnectedError when the context is gone.
+   */
+  tmpdir(): Promise<string> {
+    return this[CALL_TOOLKIT]('contextTmpdir', [], {}, 'tmpdir') as Promise<string>;
+  }
+
+  /** Sends a call prepared for this context to a fresh interpreter of its (`CallOptions.isolate`). */
+  [SEND_ISOLATED](call: CallPayload, references: object[], options: CallOptions, what: string): Promise<unknown> {
+    return sendIsolated(this, call, references, options, what);
+  }
+
   /**
    * Runs `file` in this context with `args` as its argument vector (no
    * shell, so nothing needs quoting; `shell: true` opts in), in a process

@@ -4,8 +4,11 @@
  * registration. Each export is called by its master-side half through
  * `Context[CALL_TOOLKIT]`, or by the core (`serviceRegistry`).
  */
+
+export { contextTmpdir } from '../core/context-tmpdir.js';
 export * from './commands/remote.js';
 export * from './files/remote.js';
 export * from './jobs/process.js';
 export * from './jobs/remote.js';
+export { killTree } from './process-groups.js';
 export * from './services/remote.js';

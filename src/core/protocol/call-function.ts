@@ -23,6 +23,8 @@ export interface CallPayload {
   b?: string;
   /** Specifiers the function requires literally, fetched before it runs. */
   p?: string[];
+  /** 1: load the modules the call uses anew, in a module cache of its own (`CallOptions.fresh`). */
+  r?: 1;
 }
 
 /** Longest path or specifier in a call, in characters. */
@@ -49,6 +51,10 @@ export const CALL_FUNCTION_SPEC: HandleSpec<CallPayload, unknown> = {
     } else payload.f = string(call.f, 'call.f', Number.MAX_SAFE_INTEGER);
     if (call.b !== undefined) payload.b = string(call.b, 'call.b', MAX_PATH);
     if (call.p !== undefined) payload.p = strings(call.p, 'call.p', 10_000, MAX_TEXT_LENGTH);
+    if (call.r !== undefined) {
+      if (call.r !== 1) throw new Violation('call.r: expected 1 or nothing');
+      payload.r = 1;
+    }
     return payload;
   },
 };
