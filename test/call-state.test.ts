@@ -139,6 +139,37 @@ function suite(name: string, open: () => Promise<Opened>) {
       assert.equal(written, 'true AbortError');
     });
 
+    test('this.exec(): a command the call started is killed with its process group when the call times out', async () => {
+      const path = join(scratch, `exec-${Date.now()}`);
+      const ran = await context.call(async function (this: CallThis) {
+        return this.exec('sh', ['-c', 'echo "$1"; exit 3', 'sh', 'with an argument']);
+      });
+      assert.deepEqual(ran, { stdout: 'with an argument\n', stderr: '', exitCode: 3, signal: null });
+      await assert.rejects(
+        context.callWith(
+          { timeout: 500 },
+          async function (this: CallThis, p: string) {
+            // A group of two: the shell and a sleep it leaves in the background.
+            await this.exec('sh', ['-c', 'echo $$ > "$1"; sleep 60 & sleep 60', 'sh', p]);
+          },
+          path,
+        ),
+        TimeoutError,
+      );
+      const pgid = Number((await context.call((p: string) => require('node:fs').readFileSync(p, 'utf8'), path)).trim());
+      const groupGone = () =>
+        context.call((group: number) => {
+          try {
+            process.kill(-group, 0);
+            return false;
+          } catch {
+            return true;
+          }
+        }, pgid);
+      for (let i = 0; i < 100 && !(await groupGone()); i++) await sleep(50);
+      assert.equal(await groupGone(), true, `process group ${pgid} is gone`);
+    });
+
     test('callSignal() after the first await says when to call it', async () => {
       await assert.rejects(
         context.call(async () => {

@@ -4,6 +4,7 @@
  * (`tendril/child`). Types only: each entry re-exports them with
  * `export type *`.
  */
+export type { CallExecOptions, CallExecResult } from '../core/call-exec.js';
 export type { CallThis } from '../core/call-signal.js';
 export type { CallOptions, ContextInfo, RemoteModule, ServiceCallOptions, ShutdownOptions } from '../core/context.js';
 export type { ImporterStats } from '../core/importer.js';

@@ -10,6 +10,8 @@
  * a call that never does pays for nothing but a map entry.
  */
 
+import { type CallExecOptions, type CallExecResult, execForCall } from './call-exec.js';
+
 /** What a shipped function sees as `this` (and an arrow function as its lexical `this`). */
 export interface CallThis {
   /**
@@ -22,6 +24,25 @@ export interface CallThis {
    * `addEventListener`, `removeEventListener` and `throwIfAborted`.
    */
   readonly signal: AbortSignal;
+  /**
+   * Runs `file` with `args` (no shell) on the context's host, in a process
+   * group of its own, tied to this call: when the call is stopped (its
+   * timeout, its signal), the group is killed (SIGTERM, then SIGKILL after
+   * `options.grace`) and this rejects with the signal's reason.
+   *
+   * ```js
+   * await context.callWith({ timeout: 60_000 }, async function () {
+   *   const { stdout } = await this.exec('apt-get', ['-y', 'upgrade']);
+   *   return stdout;
+   * });
+   * ```
+   * @param args its arguments. Default none.
+   * @returns its output (the last `maxBuffer` bytes of each stream), exit code and signal; a
+   *   non-zero exit resolves too.
+   * @throws TypeError for a bad file or argument; the spawn error (ENOENT...) when it cannot start;
+   *   the signal's reason when the call was stopped.
+   */
+  exec(file: string, args?: readonly string[], options?: CallExecOptions): Promise<CallExecResult>;
 }
 
 /** Why a call was stopped, as the master said: its timeout (with the limit in ms) or its signal. */
@@ -93,6 +114,7 @@ export class CallStop {
       get signal() {
         return stop.signal;
       },
+      exec: (file, args = [], options = {}) => execForCall(file, args, options, stop.signal),
     };
   }
 

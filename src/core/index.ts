@@ -6,6 +6,7 @@
  */
 export * from './broker.js';
 export * from './call-base.js';
+export * from './call-exec.js';
 export * from './call-preparation.js';
 export * from './call-signal.js';
 export * from './channel.js';
