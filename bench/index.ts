@@ -38,6 +38,7 @@ import {
   cpuPer10k,
   EchoFloor,
   idleChildRss,
+  isolatedCalls,
   type Kind,
   readyOnce,
   roundTrips,
@@ -89,6 +90,7 @@ const GROUPS = {
   whole: 'Whole process, one call (start to exit)',
   ready: 'Time to a context that answered one call, in a warm master',
   rtt: 'Call round trip',
+  isolated: 'Isolated calls (isolate: true): a fresh interpreter per call',
   bulk: 'Bulk',
   commands: `${COMMANDS} commands on one host`,
   steps: `${STEPS} trivial steps on one host (whole process)`,
@@ -311,6 +313,30 @@ async function inProcess(): Promise<void> {
       }
     }
     await server.close();
+
+    progress('isolated calls');
+    for (const [kind, label] of KINDS) {
+      if (kind === 'sshsudo') continue;
+      const isolation = await isolatedCalls(contexts[kind] as Context, SMOKE ? 1 : 10);
+      const beside = {
+        'empty call': median(isolation.normal),
+        'node -e 0 on that host': median(isolation.nodeE0),
+      };
+      rows.push({
+        group: GROUPS.isolated,
+        metric: `${label}, spare started`,
+        unit: 'ms',
+        tendril: isolation.warm,
+        peers: beside,
+      });
+      rows.push({
+        group: GROUPS.isolated,
+        metric: `${label}, back to back`,
+        unit: 'ms',
+        tendril: isolation.backToBack,
+        peers: beside,
+      });
+    }
 
     progress('commands');
     const mine: number[] = [];

@@ -110,6 +110,52 @@ export async function commands(context: Context, count: number): Promise<number>
   return performance.now() - started;
 }
 
+/** Samples of `isolatedCalls`, in ms each. */
+export interface IsolationSamples {
+  /** An empty call. */
+  normal: number[];
+  /** An empty isolated call, its spare started beforehand. */
+  warm: number[];
+  /** Empty isolated calls one after another: each waits for its interpreter to start. */
+  backToBack: number[];
+  /** `node -e 0` run by the context on its own host, timed there. */
+  nodeE0: number[];
+}
+
+/**
+ * An empty isolated call beside an empty call and `node -e 0`, all on
+ * `context`'s host, alternating: the isolated call with its spare started
+ * (300 ms after the previous one), and back to back.
+ */
+export async function isolatedCalls(context: Context, count: number): Promise<IsolationSamples> {
+  const samples: IsolationSamples = { normal: [], warm: [], backToBack: [], nodeE0: [] };
+  const time = async (fn: () => Promise<unknown>) => {
+    const started = performance.now();
+    await fn();
+    return performance.now() - started;
+  };
+  // The first isolated call starts the first spare.
+  await context.callWith({ isolate: true }, () => null);
+  for (let i = 0; i < count; i++) {
+    samples.normal.push(await time(() => context.call(() => null)));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    samples.warm.push(await time(() => context.callWith({ isolate: true }, () => null)));
+    samples.backToBack.push(await time(() => context.callWith({ isolate: true }, () => null)));
+    samples.nodeE0.push(
+      await context.call(() => {
+        const started = process.hrtime();
+        (require('node:child_process') as typeof import('node:child_process')).execFileSync(process.execPath, [
+          '-e',
+          '0',
+        ]);
+        const [s, ns] = process.hrtime(started);
+        return s * 1000 + ns / 1e6;
+      }),
+    );
+  }
+  return samples;
+}
+
 /** CPU seconds of master and child per 10,000 empty calls, in ms. */
 export async function cpuPer10k(context: Context, count: number): Promise<{ master: number; child: number }> {
   // Runs here and, shipped, in the child.

@@ -65,11 +65,16 @@ export const CALL_TOOLKIT: unique symbol = Symbol('tendril.callService') as neve
 
 /** Per-call options for `Context.callWith`. */
 export interface CallOptions {
-  /** Reject with `TimeoutError` after this many milliseconds. Default: no limit. */
+  /**
+   * Reject with `TimeoutError` after this many milliseconds, and abort the
+   * call's signal in the context (`this.signal`, `callSignal()`): code that
+   * uses it stops; code that does not (a busy loop) runs on unless the
+   * call is isolated. Default: no limit.
+   */
   timeout?: number;
   /**
    * Reject with the signal's reason (an `AbortError` by default) when it
-   * aborts. The remote function is not interrupted; only the wait ends.
+   * aborts, and abort the call's signal in the context, as `timeout` does.
    */
   signal?: AbortSignal;
   /**
