@@ -62,7 +62,9 @@ const EVENTS = ['route', 'disconnect', 'log', 'warning'] as const;
  * by themselves within a second of losing their parent.
  *
  * Events: `log` (a `LogRecord` for each line a context writes to stdout or
- * stderr; also shown under the `debug` namespace `tendril:<context name>`),
+ * stderr; also printed on the master's stderr as `[<context name>] <line>`,
+ * or with the option `output: 'events'` only shown under the `debug`
+ * namespace `tendril:<context name>`),
  * `disconnect` (a context became unreachable), `route` (one became
  * reachable), `warning` (a message was refused or dropped; a
  * `RouterWarning`), `ship` (progress of a Node runtime sent to a target
