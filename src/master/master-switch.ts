@@ -166,6 +166,27 @@ export interface RouterOptions {
    * @throws InvalidOptionError from `new Router()` for any other value.
    */
   output?: 'stderr' | 'events';
+  /**
+   * Shut the router down when the process receives a signal: `true` for
+   * SIGINT (Ctrl-C) and SIGTERM, or a list of `'SIGINT'`, `'SIGTERM'` and
+   * `'SIGHUP'`. On the first such signal `router.shutdown()` begins: calls
+   * in flight reject with `ContextDisconnectedError`, so the program's
+   * `await` throws and its `finally` runs, and `process.exitCode` becomes
+   * 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), so the
+   * program reports it was interrupted when it ends (a rejection nobody
+   * catches still ends it with status 1). A second signal ends the process
+   * at once with that status (`process.exit()`). The handlers are removed
+   * when the shutdown has finished, whoever began it, so the signal's
+   * default action (or the program's own handler) applies again; all
+   * routers share one process listener per signal.
+   *
+   * Default false: a library does not take over a program's signals unless
+   * asked. Without it Ctrl-C ends the master at once, its `finally` blocks
+   * do not run, and its contexts exit by themselves within a second
+   * (docs/calls.md shows the same by hand with `process.once('SIGINT')`).
+   * @throws InvalidOptionError from `new Router()` for any other value.
+   */
+  shutdownOnSignal?: boolean | readonly ('SIGINT' | 'SIGTERM' | 'SIGHUP')[];
 }
 
 /** The options of the master's `Router` (`RouterOptions`). */
@@ -180,10 +201,14 @@ const ROUTER_OPTIONS = new Set([
   'targetCodeCache',
   'nodeRuntime',
   'output',
+  'shutdownOnSignal',
 ]);
 
 /** Where `output` may send remote output. */
 const OUTPUTS = ['stderr', 'events'] as const;
+
+/** The signals `shutdownOnSignal` may name: those that ask a program to end. */
+const SHUTDOWN_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /** Where a new context is started from. */
 export interface ViaOption {
@@ -216,6 +241,8 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
   private readonly base: string | undefined;
   /** Output of remote code is printed on stderr (option `output`), else only emitted. */
   private readonly printOutput: boolean;
+  /** The signals that shut this router down (option `shutdownOnSignal`); the `Router` facade handles them. */
+  readonly shutdownSignals: readonly NodeJS.Signals[];
 
   /**
    * @throws InvalidOptionError when an option has the wrong type or is out of range.
@@ -262,9 +289,11 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     }
     const nodeRuntime = checkNodeRuntime(options.nodeRuntime, where);
     const output = oneOf(options.output, 'output', where, OUTPUTS, 'stderr');
+    const shutdownSignals = checkShutdownSignals(options.shutdownOnSignal, where);
     super({ id: 0, name, parentIds: [], maxMessageSize, maxHeldBytes });
     this.makeContext = makeContext;
     this.printOutput = output === 'stderr';
+    this.shutdownSignals = shutdownSignals;
     const assets = bootstrapAssets();
     this.broker = new Broker(this, grace);
     this.ids = new IdAllocator(this);
@@ -555,6 +584,23 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     this.logDebuggers.set(contextName, log);
     return log;
   }
+}
+
+/**
+ * The signals of option `shutdownOnSignal`: none, SIGINT and SIGTERM for
+ * `true`, or those listed.
+ * @throws InvalidOptionError for anything else.
+ */
+function checkShutdownSignals(value: unknown, where: string): readonly NodeJS.Signals[] {
+  if (value === undefined || value === false) return [];
+  if (value === true) return ['SIGINT', 'SIGTERM'];
+  if (Array.isArray(value) && value.every((signal) => SHUTDOWN_SIGNALS.includes(signal))) return [...new Set(value)];
+  throw new InvalidOptionError(
+    'shutdownOnSignal',
+    where,
+    `a boolean or a list of ${SHUTDOWN_SIGNALS.map((signal) => `'${signal}'`).join(', ')}`,
+    value,
+  );
 }
 
 /**
