@@ -10,7 +10,6 @@ function about() {
 }
 
 await using router = new Router();
-router.on('log', (record) => console.log(`  [${record.contextName}] ${record.text}`));
 
 const started = performance.now();
 const child = await router.local({ name: 'child' });
@@ -25,7 +24,8 @@ for (const context of [child, grandchild]) {
   );
 }
 
-await grandchild.call(() => console.log('console.log in the grandchild arrives as a log record'));
+// Printed on the master's stderr as `[grandchild] ...` (and emitted as the router's 'log' event).
+await grandchild.call(() => console.log('console.log in the grandchild is printed here, after its name'));
 
 try {
   await grandchild.call(function parseConfig(text: string) {

@@ -262,3 +262,88 @@ describe('lifecycle', () => {
     assert.ok((await waitGone(pids, 1000)) <= 1000);
   });
 });
+
+describe('shutdownOnSignal', () => {
+  /** Starts test/fixtures/signal-master.js; resolves with it and its context's PID once the long call runs. */
+  async function startMaster(mode = '') {
+    const master = spawn(process.execPath, [fixture('signal-master.js'), mode], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let stdout = '';
+    master.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      master.once('exit', (code, signal) => resolve({ code, signal })),
+    );
+    await Promise.race([
+      waitFor(() => stdout.includes('\n'), 20_000),
+      exited.then(() => Promise.reject(new Error(`the master exited early: ${stdout}`))),
+    ]);
+    const { pid } = JSON.parse(stdout.split('\n')[0] as string) as { pid: number };
+    return { master, pid, exited, output: () => stdout };
+  }
+
+  /** True while a process `pid` exists (a zombie counts: it was not reaped). */
+  const exists = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  test('SIGINT shuts the router down: the call in flight rejects, finally runs, the status is 130, the context is gone', async () => {
+    const { master, pid, exited, output } = await startMaster();
+    assert.ok(exists(pid));
+    master.kill('SIGINT');
+    assert.deepEqual(await exited, { code: 130, signal: null }, output());
+    assert.match(output(), /\ncaught ContextDisconnectedError\nfinally ran\n$/);
+    assert.equal(exists(pid), false, 'the context was reaped');
+  });
+
+  test('a second signal ends the master at once, while the shutdown still waits for a context that does not answer', async () => {
+    const { master, pid, exited, output } = await startMaster('busy');
+    try {
+      master.kill('SIGTERM');
+      // The busy context cannot answer the shutdown, which would take the fixture's 10 s shutdownGrace.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const second = Date.now();
+      master.kill('SIGINT');
+      // Status of the second signal: 130 for SIGINT.
+      assert.deepEqual(await exited, { code: 130, signal: null }, output());
+      assert.ok(Date.now() - second < 2000, `exited ${Date.now() - second} ms after the second signal`);
+      assert.doesNotMatch(output(), /finally ran/);
+    } finally {
+      if (exists(pid)) process.kill(pid, 'SIGKILL');
+    }
+  });
+
+  test('one process listener per signal serves every router; it is removed when they have shut down', async () => {
+    const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+    const count = () => signals.map((signal) => process.listenerCount(signal));
+    const before = count();
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const routers = Array.from({ length: 20 }, () => new Router({ shutdownOnSignal: true }));
+      assert.deepEqual(count(), [before[0] + 1, before[1] + 1, before[2]]);
+      const hangup = new Router({ shutdownOnSignal: ['SIGHUP'] });
+      const none = new Router({ shutdownOnSignal: false });
+      assert.deepEqual(count(), [before[0] + 1, before[1] + 1, before[2] + 1]);
+      await Promise.all(routers.slice(1).map((router) => router.shutdown()));
+      assert.deepEqual(count(), [before[0] + 1, before[1] + 1, before[2] + 1], 'one router still wants them');
+      await Promise.all([routers[0], hangup, none].map((router) => router?.shutdown()));
+      assert.deepEqual(count(), before);
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(
+        warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning'),
+        [],
+      );
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});

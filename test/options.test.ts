@@ -45,6 +45,15 @@ describe('options are checked in one place', () => {
     );
     assert.throws(() => new Router({ base: 42 as unknown as string }), refused('base', 'new Router()'));
     assert.throws(() => new Router({ maxHeldBytes: 1024 }), refused('maxHeldBytes', 'new Router()'));
+    assert.throws(() => new Router({ output: 'stdout' as 'stderr' }), refused('output', 'new Router()'));
+    assert.throws(
+      () => new Router({ shutdownOnSignal: 'SIGINT' as unknown as boolean }),
+      refused('shutdownOnSignal', 'new Router()'),
+    );
+    assert.throws(
+      () => new Router({ shutdownOnSignal: ['SIGKILL'] as unknown as ['SIGINT'] }),
+      refused('shutdownOnSignal', 'new Router()'),
+    );
     // A misspelt option is refused, not ignored for its default.
     assert.throws(
       () => new Router({ maxHeldByte: 64 * 1024 * 1024 } as unknown as RouterOptions),

@@ -28,6 +28,7 @@ import type { FleetTarget } from '../toolkit/fleet/target.js';
 import { ContextPool, routerShuttingDown } from '../toolkit/pool/pool.js';
 import { serviceRegistry } from '../toolkit/services/registry.js';
 import { Listener, type ListenOptions } from '../unix/listener.js';
+import { shutDownOnSignals } from './shutdown-signals.js';
 
 /** Options of the `Router` and of its connection methods. */
 export type { RouterOptions, ViaOption } from '../master/master-switch.js';
@@ -59,10 +60,14 @@ const EVENTS = ['route', 'disconnect', 'log', 'warning'] as const;
  *
  * The process can exit while contexts are running: streams only keep the
  * event loop alive while a call or bootstrap is pending, and children exit
- * by themselves within a second of losing their parent.
+ * by themselves within a second of losing their parent. With the option
+ * `shutdownOnSignal`, Ctrl-C (SIGINT) or SIGTERM shuts the router down
+ * first, so the program's `finally` blocks run.
  *
  * Events: `log` (a `LogRecord` for each line a context writes to stdout or
- * stderr; also shown under the `debug` namespace `tendril:<context name>`),
+ * stderr; also printed on the master's stderr as `[<context name>] <line>`,
+ * or with the option `output: 'events'` only shown under the `debug`
+ * namespace `tendril:<context name>`),
  * `disconnect` (a context became unreachable), `route` (one became
  * reachable), `warning` (a message was refused or dropped; a
  * `RouterWarning`), `ship` (progress of a Node runtime sent to a target
@@ -74,6 +79,8 @@ const EVENTS = ['route', 'disconnect', 'log', 'warning'] as const;
 export class Router extends EventEmitter<RouterEvents> {
   readonly #core: MasterSwitch<Context>;
   #pool: ContextPool | undefined;
+  /** Removes this router's signal handlers (option `shutdownOnSignal`), once it has shut down. */
+  readonly #releaseSignals: (() => void) | undefined;
   /**
    * What `shutdown()` stops, in this order: the pools first, so that what
    * waits on them is rejected (`PoolError`) and they start nothing more
@@ -100,6 +107,8 @@ export class Router extends EventEmitter<RouterEvents> {
         (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args),
       );
     }
+    const signals = this.#core.shutdownSignals;
+    if (signals.length > 0) this.#releaseSignals = shutDownOnSignals(signals, () => this.shutdown());
   }
 
   /** The master's context ID: 0. */
@@ -339,10 +348,15 @@ export class Router extends EventEmitter<RouterEvents> {
    * Shuts down every context: each is asked to exit (stopping its own
    * children first), then after `shutdownGrace` ms sent SIGTERM, then
    * SIGKILL, and reaped. Contexts still starting are stopped too. Pending
-   * calls reject with `ContextDisconnectedError`. Idempotent.
+   * calls reject with `ContextDisconnectedError`. Idempotent. Once it has
+   * finished, the router's signal handlers (option `shutdownOnSignal`) are removed.
    */
   async shutdown(): Promise<void> {
-    for (const step of this.#shutdownSteps) await step();
+    try {
+      for (const step of this.#shutdownSteps) await step();
+    } finally {
+      this.#releaseSignals?.();
+    }
   }
 
   /** `await using router = new Router()` shuts it down at the end of the scope. */

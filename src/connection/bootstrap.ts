@@ -254,6 +254,8 @@ async function startChild<O extends CommonOptions>(
       abort.rejected,
     ]);
     abort.check();
+    // A prompt ends without a newline: its line ends here, not glued to the first line the child writes.
+    lines.flush();
     session.step = `sending the core to Node on ${transport.where} and waiting for it to report ready`;
     stream = new Stream({
       name,

@@ -82,6 +82,21 @@ export function boolean<F extends boolean | undefined>(
   return value;
 }
 
+/** One of the strings `choices`, or `fallback` when undefined. */
+export function oneOf<C extends string, F extends C | undefined>(
+  value: unknown,
+  option: string,
+  where: string,
+  choices: readonly C[],
+  fallback: F,
+): C | F {
+  if (value === undefined) return fallback;
+  if (typeof value === 'string' && (choices as readonly string[]).includes(value)) return value as C;
+  const quoted = choices.map((choice) => `'${choice}'`);
+  const last = quoted.pop();
+  throw new InvalidOptionError(option, where, quoted.length ? `${quoted.join(', ')} or ${last}` : `${last}`, value);
+}
+
 /** An AbortSignal, or undefined. */
 export function abortSignal(value: unknown, option: string, where: string): AbortSignal | undefined {
   if (value === undefined) return undefined;

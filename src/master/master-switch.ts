@@ -21,6 +21,7 @@ import {
   knownOptions,
   location,
   milliseconds,
+  oneOf,
   optionsObject,
   STOP_GRACE,
   text,
@@ -41,6 +42,7 @@ import { IdAllocator } from './id-allocator.js';
 import type { ModuleFilter } from './module-files.js';
 import { ModuleResponder, type ResponderStats } from './module-responder.js';
 import { callPreparer } from './prepare-call.js';
+import { neutralise, printRemoteLine } from './remote-output.js';
 import { checkNodeRuntime, type NodeRuntimeOptions, StoreRuntimes } from './runtime-provider.js';
 
 /** Loggers kept for context names (`tendril:<name>` debug namespaces), least recently used dropped first. */
@@ -143,6 +145,55 @@ export interface RouterOptions {
    * of packages, and tarballs to add to it for use without registry access.
    */
   nodeRuntime?: NodeRuntimeOptions;
+  /**
+   * Where the output of remote code goes: what contexts write to their
+   * stdout or stderr (`console.log` in a call, the output of processes a
+   * call spawns with inherited stdio), one line at a time. Either way each
+   * line is emitted as the Router's `log` event (a `LogRecord`, its text as
+   * written).
+   *
+   * - `'stderr'` (default): also printed on the master's stderr as
+   *   `[<context name>] <line>`, with every control character but tab
+   *   written as an escape (`\x1b`, `\r`), so a remote program cannot drive
+   *   the terminal or forge another context's line. stderr, not stdout: it
+   *   is diagnostics, and a program whose stdout is data (`node app.js |
+   *   jq`) keeps it clean. Not also written under the `debug` namespace,
+   *   which would show each line twice.
+   * - `'events'`: only the `log` event, and the `debug` namespace
+   *   `tendril:<context name>` (`DEBUG=tendril:*`), escaped likewise; for a
+   *   program that shows or stores the lines its own way.
+   *
+   * A context's stdout and stderr share one pipe, so which of the two a
+   * line was written to is not known; lines longer than 64 KiB arrive in
+   * pieces. What a context's start writes before the context is reachable
+   * (a password prompt, ssh's warnings, a login profile's messages) is the
+   * connection's, quoted by the start's error when it fails: it is a `log`
+   * event and goes under the `debug` namespace, never printed. See
+   * docs/calls.md, "Output of remote code".
+   * @throws InvalidOptionError from `new Router()` for any other value.
+   */
+  output?: 'stderr' | 'events';
+  /**
+   * Shut the router down when the process receives a signal: `true` for
+   * SIGINT (Ctrl-C) and SIGTERM, or a list of `'SIGINT'`, `'SIGTERM'` and
+   * `'SIGHUP'`. On the first such signal `router.shutdown()` begins: calls
+   * in flight reject with `ContextDisconnectedError`, so the program's
+   * `await` throws and its `finally` runs, and `process.exitCode` becomes
+   * 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), so the
+   * program reports it was interrupted when it ends (a rejection nobody
+   * catches still ends it with status 1). A second signal ends the process
+   * at once with that status (`process.exit()`). The handlers are removed
+   * when the shutdown has finished, whoever began it, so the signal's
+   * default action (or the program's own handler) applies again; all
+   * routers share one process listener per signal.
+   *
+   * Default false: a library does not take over a program's signals unless
+   * asked. Without it Ctrl-C ends the master at once, its `finally` blocks
+   * do not run, and its contexts exit by themselves within a second
+   * (docs/calls.md shows the same by hand with `process.once('SIGINT')`).
+   * @throws InvalidOptionError from `new Router()` for any other value.
+   */
+  shutdownOnSignal?: boolean | readonly ('SIGINT' | 'SIGTERM' | 'SIGHUP')[];
 }
 
 /** The options of the master's `Router` (`RouterOptions`). */
@@ -157,7 +208,15 @@ const ROUTER_OPTIONS = new Set([
   'base',
   'targetCodeCache',
   'nodeRuntime',
+  'output',
+  'shutdownOnSignal',
 ]);
+
+/** Where `output` may send remote output. */
+const OUTPUTS = ['stderr', 'events'] as const;
+
+/** The signals `shutdownOnSignal` may name: those that ask a program to end. */
+const SHUTDOWN_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /** Where a new context is started from. */
 export interface ViaOption {
@@ -188,6 +247,10 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
   /** Makes the handles `connect()` resolves with (the public `Context`, given by the `Router` facade). */
   private readonly makeContext: ContextFactory<C>;
   private readonly base: string | undefined;
+  /** Output of remote code is printed on stderr (option `output`), else only emitted. */
+  private readonly printOutput: boolean;
+  /** The signals that shut this router down (option `shutdownOnSignal`); the `Router` facade handles them. */
+  readonly shutdownSignals: readonly NodeJS.Signals[];
 
   /**
    * @throws InvalidOptionError when an option has the wrong type or is out of range.
@@ -234,9 +297,13 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
       throw new InvalidOptionError('targetCodeCache', where, 'a boolean', options.targetCodeCache);
     }
     const nodeRuntime = checkNodeRuntime(options.nodeRuntime, where);
+    const output = oneOf(options.output, 'output', where, OUTPUTS, 'stderr');
+    const shutdownSignals = checkShutdownSignals(options.shutdownOnSignal, where);
     super({ id: 0, name, parentIds: [], maxMessageSize, maxHeldBytes });
     this.isolateCalls = isolate;
     this.makeContext = makeContext;
+    this.printOutput = output === 'stderr';
+    this.shutdownSignals = shutdownSignals;
     const assets = bootstrapAssets();
     this.broker = new Broker(this, grace);
     this.ids = new IdAllocator(this);
@@ -494,18 +561,56 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
   }
 
   private emitLog(record: LogRecord): void {
-    let log = this.logDebuggers.get(record.contextName);
-    if (log) this.logDebuggers.delete(record.contextName);
+    if (this.printOutput && this.wasReachable(record.contextId)) printRemoteLine(record.contextName, record.text);
     else {
-      log = logger(record.contextName);
+      const log = this.debuggerOf(record.contextName);
+      // Escaping costs a copy of the line: only when debug prints it.
+      if (log.enabled) log('%s', neutralise(record.text));
+    }
+    this.emit('log', record);
+  }
+
+  /**
+   * True once a context has had a route here, even if it has gone since
+   * (its last lines, a crash's stack, arrive after its stream ended).
+   * Before, what its start wrote is the connection's (a password prompt,
+   * ssh's warnings, a login profile's messages), quoted by the start's
+   * error when it fails: not printed as the context's output.
+   */
+  private wasReachable(contextId: number): boolean {
+    return this.routeOf(contextId) !== undefined || this.departureOf(contextId) !== undefined;
+  }
+
+  /** The `debug` logger `tendril:<name>` of a context, kept for the most recently used names. */
+  private debuggerOf(contextName: string): Logger {
+    let log = this.logDebuggers.get(contextName);
+    if (log) this.logDebuggers.delete(contextName);
+    else {
+      log = logger(neutralise(contextName));
       if (this.logDebuggers.size >= MAX_LOGGERS)
         this.logDebuggers.delete(this.logDebuggers.keys().next().value as string);
     }
     // Most recently used last, so the oldest is dropped first.
-    this.logDebuggers.set(record.contextName, log);
-    log('%s', record.text);
-    this.emit('log', record);
+    this.logDebuggers.set(contextName, log);
+    return log;
   }
+}
+
+/**
+ * The signals of option `shutdownOnSignal`: none, SIGINT and SIGTERM for
+ * `true`, or those listed.
+ * @throws InvalidOptionError for anything else.
+ */
+function checkShutdownSignals(value: unknown, where: string): readonly NodeJS.Signals[] {
+  if (value === undefined || value === false) return [];
+  if (value === true) return ['SIGINT', 'SIGTERM'];
+  if (Array.isArray(value) && value.every((signal) => SHUTDOWN_SIGNALS.includes(signal))) return [...new Set(value)];
+  throw new InvalidOptionError(
+    'shutdownOnSignal',
+    where,
+    `a boolean or a list of ${SHUTDOWN_SIGNALS.map((signal) => `'${signal}'`).join(', ')}`,
+    value,
+  );
 }
 
 /**
