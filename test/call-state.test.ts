@@ -345,6 +345,34 @@ describe('over ssh', () => {
   });
 });
 
+describe('isolation as a default, through import(), and where it is refused', () => {
+  test('new Router({ isolate: true }) isolates every call unless it says isolate: false', async () => {
+    await using router = new Router({ isolate: true });
+    const context = await router.local({ name: 'isolated-by-default' });
+    const pid = () => process.pid;
+    assert.notEqual(await context.call(pid), context.info.pid, 'call() runs in a fresh interpreter');
+    assert.equal(await context.callWith({ isolate: false }, pid), context.info.pid, 'isolate: false opts out');
+    const tasks = context.import<typeof import('./fixtures/tasks.js')>(new URL('./fixtures/tasks.js', import.meta.url));
+    assert.notEqual(await tasks.pid(), context.info.pid, 'so do calls through import()');
+    assert.throws(() => new Router({ isolate: 'yes' as never }), /isolate.*true or false/);
+  });
+
+  test('a context refuses isolate: true for a call it makes to its parent', async () => {
+    await using router = new Router();
+    const context = await router.local({ name: 'no-isolation-here' });
+    const outcome = await context.call(async () => {
+      const { parent } = (require('tendril/child') as typeof import('tendril/child')).thisContext();
+      try {
+        await parent.callWith({ isolate: true }, () => 1);
+        return 'made';
+      } catch (error) {
+        return String((error as Error).message);
+      }
+    });
+    assert.match(outcome, /isolate.*isolated calls are made from the master/);
+  });
+});
+
 describe('the temporary directory when the master dies', () => {
   test('a context whose master was killed with SIGKILL removes its directory as it exits', async () => {
     const master = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/tmpdir-master.js', import.meta.url))], {
