@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as tendril from 'tendril';
-import { remoteError, toRemoteErrorInfo } from '#dist/internal.js';
+import { CALL_FUNCTION_SPEC, compileFunction, remoteError, toRemoteErrorInfo } from '#dist/internal.js';
 
 const require = createRequire(import.meta.url);
 
@@ -246,6 +246,28 @@ describe('remote errors keep their fields and causes', () => {
   });
 });
 
+/**
+ * The 1-based line and column in this file (as Node runs it) of the
+ * first occurrence of `marker`: where a frame of code written there points.
+ */
+function whereWritten(marker: string): { line: number; column: number } {
+  const text = readFileSync(fileURLToPath(import.meta.url), 'utf8');
+  const at = text.indexOf(marker);
+  assert.notEqual(at, -1, `${marker} is in this file`);
+  const before = text.slice(0, at).split('\n');
+  return { line: before.length, column: (before.at(-1) as string).length + 1 };
+}
+
+/** The first frame of a stack. */
+function firstFrame(stack: string): string {
+  return /\n\s+at ([^\n]*)/.exec(stack)?.[1] ?? '';
+}
+
+/** Declared apart from the call that ships it, so its location is told by V8, not by the caller. */
+function failsAtKnownLine(): never {
+  throw new RangeError('thrown where written');
+}
+
 describe('errors of a real context', () => {
   let router: tendril.Router;
   let child: tendril.Context;
@@ -291,5 +313,89 @@ describe('errors of a real context', () => {
         return true;
       },
     );
+  });
+
+  test('a function written inline, and one declared elsewhere in the file', async () => {
+    for (const [fn, marker] of [
+      [
+        () => {
+          const unused = 1;
+          throw new Error(`thrown inline ${unused}`);
+        },
+        'new Error(`thrown inline',
+      ],
+      [failsAtKnownLine, "new RangeError('thrown where written')"],
+    ] as const) {
+      const { line, column } = whereWritten(marker);
+      await assert.rejects(child.call(fn), (error: unknown) => {
+        assert.ok(error instanceof tendril.CallError);
+        // `name (file:line:column)`, or `file:line:column` for an anonymous function.
+        const frame = firstFrame(error.remoteStack).replace(/\)$/, '');
+        assert.ok(frame.endsWith(`${import.meta.url}:${line}:${column}`), `${frame} is ${line}:${column}`);
+        assert.doesNotMatch(error.remoteStack, /tendril:core|tendril-call:/);
+        return true;
+      });
+    }
+  });
+
+  test('a ReferenceError the sender could not foresee is still explained', async () => {
+    for (const fn of [
+      // eval hides the name from the sender's parser.
+      // biome-ignore lint/security/noGlobalEval: the point of the test.
+      () => eval('notDefinedAnywhere'),
+      new Function('return eval("notDefinedAnywhere")') as () => unknown,
+    ]) {
+      await assert.rejects(child.call(fn), (error: unknown) => {
+        assert.ok(error instanceof tendril.CallError);
+        assert.match(error.remoteMessage, /notDefinedAnywhere is not defined: functions passed to call\(\) travel/);
+        return true;
+      });
+    }
+  });
+
+  test('a function whose place cannot be told is named after itself', async () => {
+    const made = new Function('throw new Error("made at run time")') as () => never;
+    await assert.rejects(child.call(made), (error: unknown) => {
+      assert.ok(error instanceof tendril.CallError);
+      assert.match(firstFrame(error.remoteStack), /^anonymous \(tendril-call:anonymous:\d+:\d+\)$/);
+      return true;
+    });
+  });
+});
+
+describe('the location a call carries', () => {
+  test('compiles the same source once per location, each naming its own', () => {
+    const source = '() => {\n  throw new Error("x");\n}';
+    const frameOf = (location?: [string, number, number]) => {
+      try {
+        (compileFunction(source, location)(require, async () => undefined) as () => void)();
+      } catch (error) {
+        return firstFrame((error as Error).stack ?? '');
+      }
+      return '';
+    };
+    assert.equal(frameOf(['/srv/a.js', 9, 4]), '/srv/a.js:11:9');
+    assert.equal(frameOf(['/srv/b.js', 0, 0]), '/srv/b.js:2:9');
+    assert.equal(frameOf(['/srv/a.js', 9, 4]), '/srv/a.js:11:9');
+    assert.match(frameOf(), /^tendril-call:anonymous:2:9$/);
+    const oneLine = '() => { throw new Error("x"); }';
+    const thrower = compileFunction(oneLine, ['/srv/c.js', 3, 10])(require, async () => undefined) as () => void;
+    // On the first line, the column counts from where the function starts there.
+    assert.throws(thrower, (error: Error) => firstFrame(error.stack ?? '') === '/srv/c.js:4:25');
+  });
+
+  test('is checked as untrusted input', () => {
+    const request = (l: unknown) => CALL_FUNCTION_SPEC.request({ f: '() => 1', a: [], l });
+    assert.deepEqual(request(['/srv/a.js', 1, 2]).l, ['/srv/a.js', 1, 2]);
+    for (const bad of [
+      ['/srv/a.js', -1, 0],
+      ['/srv/a.js', 0, 1.5],
+      ['x'.repeat(5000), 0, 0],
+      [1, 0, 0],
+      'a.js',
+      ['/srv/a.js', 0, 2 ** 31],
+    ]) {
+      assert.throws(() => request(bad), /call\.l/, `refused: ${JSON.stringify(bad)}`);
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { callOrigin } from './call-base.js';
-import { compileFunction, type FunctionFactory } from './function-source.js';
+import { compileFunction, type FunctionFactory, isShippedFrame } from './function-source.js';
 import type { Importer } from './importer.js';
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
 import { serve } from './protocol/serve.js';
@@ -15,7 +15,7 @@ import { CALL_SETTLED } from './symbols.js';
 function explainReferenceError(error: unknown): void {
   if (!(error instanceof ReferenceError) || !/^\S+ is not defined$/.test(error.message)) return;
   const firstFrame = /\n\s+at [^\n]*/.exec(error.stack ?? '')?.[0] ?? '';
-  if (!firstFrame.includes('tendril-call:')) return;
+  if (!isShippedFrame(firstFrame)) return;
   error.message +=
     ': functions passed to call() travel as source text and cannot see variables of the scope they were written in; pass values as arguments, and write globals of this context as globalThis.<name>';
 }
@@ -57,7 +57,7 @@ export class Dispatcher {
   }
 
   private callFunction(call: CallPayload): unknown {
-    const factory = compileFunction(String(call.f));
+    const factory = compileFunction(String(call.f), call.l);
     const from = call.b ?? callOrigin(this.defaultBase);
     const preload = call.p ?? [];
     // Literal require()s are fetched up front, in one round trip, so the function need not block on them.
