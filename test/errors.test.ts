@@ -178,6 +178,10 @@ describe('remote errors keep their fields and causes', () => {
     for (let i = 0; i < 8; i++) nested = [nested];
     const deep = Object.assign(new Error('deep'), { ok: nested, tooDeep: [nested] });
     assert.deepEqual(Object.keys((travelled(deep) as tendril.CallError).remoteFields), ['ok']);
+    const dropped: Record<string, unknown> = {};
+    for (let i = 0; i < 2000; i++) dropped[`f${i}`] = new Map();
+    const walked = travelled(Object.assign(new Error('walked'), dropped, { late: 1 })) as tendril.CallError;
+    assert.deepEqual(walked.remoteFields, {}, 'at most 1024 properties are looked at');
     // What a hostile context sends is bounded the same way.
     const fields: Record<string, unknown> = {};
     for (let i = 0; i < 100; i++) fields[`f${i}`] = 'y'.repeat(5000);

@@ -11,6 +11,8 @@ import { BIGINT_END, BIGINT_MIN } from '../codec/limits.js';
 
 /** Most data fields taken from one error; the rest are dropped. */
 const MAX_ERROR_FIELDS = 64;
+/** Most properties of one error looked at for fields. */
+const MAX_EXAMINED = 16 * MAX_ERROR_FIELDS;
 /** Deepest nesting of arrays and objects inside one field; a deeper field is dropped. */
 const MAX_FIELD_DEPTH = 8;
 /**
@@ -117,12 +119,14 @@ function copy(value: unknown, budget: FieldBudget, depth: number): unknown {
 /**
  * The data fields of `source` (an error's own enumerable properties, or a
  * record that travelled) that `carried` keeps, each copied, at most
- * `MAX_ERROR_FIELDS` of them; undefined when there are none. Accessors are
+ * `MAX_ERROR_FIELDS` of them among the first `MAX_EXAMINED` properties;
+ * undefined when there are none. Accessors are
  * never called; names `isFieldName` refuses are skipped. Never throws.
  */
 export function carriedFields(source: object, budget: FieldBudget): Record<string, unknown> | undefined {
   let fields: Record<string, unknown> | undefined;
   let count = 0;
+  let examined = 0;
   let keys: string[];
   try {
     keys = Object.keys(source);
@@ -130,7 +134,8 @@ export function carriedFields(source: object, budget: FieldBudget): Record<strin
     return undefined;
   }
   for (const key of keys) {
-    if (count >= MAX_ERROR_FIELDS) break;
+    // A record of a million keys that are all dropped is not walked to the end either.
+    if (count >= MAX_ERROR_FIELDS || ++examined > MAX_EXAMINED) break;
     if (!isFieldName(key)) continue;
     let descriptor: PropertyDescriptor | undefined;
     try {
