@@ -40,10 +40,12 @@ export { decode, encode, MAX_BIGINT_BYTES, MAX_DEPTH, MAX_OBJECTS } from './core
 export { CALL_TOOLKIT } from './core/context.js';
 export { remoteError, toRemoteErrorInfo } from './core/errors.js';
 export { DEFAULT_MAX_MESSAGE_SIZE, encodeFrame, FrameDecoder } from './core/framing.js';
+export { compileFunction } from './core/function-source.js';
 export { ITEM_OVERHEAD } from './core/holdings.js';
 export { FLAG_DEAD, HEADER_SIZE, Message } from './core/message.js';
 export { MAX_SPECS_PER_REQUEST, MAX_WAITING_MODULE_REQUESTS } from './core/module-protocol.js';
 export { ALLOCATE_ID_SPEC } from './core/protocol/allocate-id.js';
+export { CALL_FUNCTION_SPEC } from './core/protocol/call-function.js';
 export { integer } from './core/protocol/check.js';
 export { CONNECT_SPEC } from './core/protocol/connect.js';
 export * from './core/protocol/handles.js';

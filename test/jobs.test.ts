@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { type Context, InvalidOptionError, type Job, JobError, Router, TimeoutError } from 'tendril';
+import { type CallError, type Context, InvalidOptionError, type Job, JobError, Router, TimeoutError } from 'tendril';
 import { Job as JobHandle } from '#dist/internal.js';
 import { impersonate } from './support/hostile.js';
 import { nodeBinary } from './support/nodes.js';
@@ -117,7 +117,10 @@ describe('jobs: work that outlives the connection', () => {
   test('a job that throws is failed, and result() carries what it threw', async () => {
     const job = track(
       await context.startJob({ timeout: 10_000 }, () => {
-        throw Object.assign(new RangeError('out of range'), { code: 'E_RANGE' });
+        throw Object.assign(new RangeError('out of range', { cause: new Error('below') }), {
+          code: 'E_RANGE',
+          limit: 10,
+        });
       }),
     );
     await assert.rejects(job.result(), (error: unknown) => {
@@ -125,7 +128,14 @@ describe('jobs: work that outlives the connection', () => {
       assert.equal(error.code, 'ERR_TENDRIL_JOB_FAILED');
       assert.equal(error.status?.state, 'failed');
       assert.match(error.message, /RangeError: out of range/);
-      assert.equal((error.cause as { remoteCode?: string }).remoteCode, 'E_RANGE');
+      const cause = error.cause as CallError;
+      assert.equal(cause.remoteCode, 'E_RANGE');
+      assert.deepEqual(cause.remoteFields, { code: 'E_RANGE', limit: 10 });
+      assert.equal((cause.cause as CallError).remoteMessage, 'below');
+      // Its stack names this file, on the line the function throws at.
+      const text = readFileSync(fileURLToPath(import.meta.url), 'utf8');
+      const line = text.slice(0, text.indexOf("new RangeError('out of range'")).split('\n').length;
+      assert.match(cause.remoteStack, new RegExp(`\\n\\s+at [^\\n]*jobs\\.test\\.js:${line}:\\d+`));
       return true;
     });
   });

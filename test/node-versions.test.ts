@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { CallError, Router } from 'tendril';
 import { NODE_MAJORS, nodeBinary } from './support/nodes.js';
 import { ROOT } from './support/procs.js';
@@ -29,9 +31,25 @@ for (const major of NODE_MAJORS) {
       assert.deepEqual(await child.call((v: typeof value) => v, value), value);
       await assert.rejects(
         child.call(() => {
-          throw new SyntaxError('old but well');
+          const error = Object.assign(new SyntaxError('old but well'), { line: 3, where: { file: 'x' } });
+          // Assigned: Node before 16.9 ignores Error's options argument.
+          (error as { cause?: unknown }).cause = new RangeError('below');
+          throw error;
         }),
-        (error: unknown) => error instanceof CallError && error.remoteName === 'SyntaxError',
+        (error: unknown) => {
+          assert.ok(error instanceof CallError);
+          assert.equal(error.remoteName, 'SyntaxError');
+          assert.deepEqual(error.remoteFields, { line: 3, where: { file: 'x' } });
+          assert.equal((error.cause as CallError).remoteName, 'RangeError');
+          // The first frame names this file, at the line of the throw's `new`.
+          const text = readFileSync(fileURLToPath(import.meta.url), 'utf8');
+          const line = text.slice(0, text.indexOf("new SyntaxError('old but well'")).split('\n').length;
+          assert.match(
+            error.remoteStack,
+            new RegExp(`^SyntaxError: old but well\\n\\s+at \\S*node-versions\\.test\\.js:${line}:`),
+          );
+          return true;
+        },
       );
       await child.call((n: number) => console.log(`output from node ${n}`), major);
       const grandchild = await router.local({ name: `node${major}-grandchild`, nodePath, via: child });

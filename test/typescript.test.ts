@@ -4,6 +4,7 @@
 // keep working, and `.ts` modules are forwarded (their types stripped).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
@@ -23,6 +24,27 @@ async function run(node: string, args: string[], env: Record<string, string> = {
   return JSON.parse(stdout) as Record<string, unknown>;
 }
 
+/** The 1-based line of main.ts that holds `marker`. */
+function lineOf(marker: string): number {
+  const text = readFileSync(join(FIXTURE, 'main.ts'), 'utf8');
+  assert.ok(text.includes(marker), `main.ts holds ${marker}`);
+  return text.slice(0, text.indexOf(marker)).split('\n').length;
+}
+
+/**
+ * Checks where the first remote frame of a function of main.ts points, and
+ * takes it out of the result: at main.ts, on the line of the throw where
+ * the code Node runs keeps the file's positions (type stripping), on the
+ * line where the function starts where it is transpiled (tsx writes each
+ * function on one line; only its start is mapped back).
+ */
+function checkThrown(result: Record<string, unknown>, marker: string): Record<string, unknown> {
+  const { thrown, ...rest } = result;
+  const at = `${pathToFileURL(join(FIXTURE, 'main.ts')).href}:${lineOf(marker)}:`;
+  assert.ok(String(thrown).startsWith(at), `${thrown} is at ${at}`);
+  return rest;
+}
+
 const ESM_RESULT = {
   shapes: { square: 9, cube: 27, count: 3, names: ['square', 'cube', 'Counter'] },
   inline: [8, 2, 4, 'Box'],
@@ -34,12 +56,14 @@ const ESM_RESULT = {
 
 describe('TypeScript masters', () => {
   test('tsx: named inner functions, const arrows and classes survive keepNames; .ts modules are forwarded', async () => {
-    assert.deepEqual(await run(process.execPath, ['--import', 'tsx', 'main.ts']), ESM_RESULT);
+    const result = await run(process.execPath, ['--import', 'tsx', 'main.ts']);
+    assert.deepEqual(checkThrown(result, '.call((): never => {'), ESM_RESULT);
   });
 
   for (const major of [22, 24]) {
     test(`node --experimental-strip-types (Node ${major})`, async () => {
-      assert.deepEqual(await run(nodeBinary(major), ['--experimental-strip-types', 'main.ts']), ESM_RESULT);
+      const result = await run(nodeBinary(major), ['--experimental-strip-types', 'main.ts']);
+      assert.deepEqual(checkThrown(result, "throw new Error('thrown from main.ts')"), ESM_RESULT);
     });
   }
 

@@ -1,5 +1,6 @@
 import { callOrigin, toPathOrSpecifier } from './call-base.js';
 import { functionSource } from './function-source.js';
+import type { CallLocation } from './protocol/call-function.js';
 
 /** A function as it is shipped. */
 export interface PreparedCall {
@@ -13,6 +14,8 @@ export interface PreparedCall {
   captured: string[];
   /** True when it may `require()` or `import()`: the call then carries the file it resolves from. */
   usesModules: boolean;
+  /** Where it was written, when that is known: its stack frames then name that file and line. */
+  location?: CallLocation;
 }
 
 /**

@@ -8,7 +8,7 @@ import { callOrigin } from './call-base.js';
 import { codeCacheForChildren } from './code-cache.js';
 import type { CoreSource } from './core-source.js';
 import { Dispatcher } from './dispatcher.js';
-import { toRemoteErrorInfo } from './errors.js';
+import { toRemoteErrorInfo, withoutOwnFrames } from './errors.js';
 import { IdPool } from './ids.js';
 import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT, TOOLKIT_MODULE_ID } from './importer.js';
 import { type LogRecord, logger } from './log.js';
@@ -246,11 +246,11 @@ const blockingIo: BlockingIo = {
 function reportStray(contextName: string, what: string, error: unknown): void {
   let text: string;
   try {
-    text = String((error as Error)?.stack ?? error);
+    text = withoutOwnFrames(String((error as Error)?.stack ?? error));
   } catch {
     text = Object.prototype.toString.call(error);
   }
-  const frame = /\n\s+at (?!.*(?:node:|internal\/|tendril:core))([^\n]+)/.exec(text)?.[1];
+  const frame = /\n\s+at (?!.*(?:node:|internal\/))([^\n]+)/.exec(text)?.[1];
   const where = frame ? `, thrown by a call's code at ${frame}` : '';
   process.stderr.write(`tendril: ${what} in context '${contextName}'${where} (the context carries on): ${text}\n`);
 }

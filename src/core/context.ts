@@ -513,7 +513,7 @@ export class Context {
     forJob = false,
   ): CallPayload & { i?: string[] } {
     const calls = callPreparationOf(this.router);
-    const { source, preload, captured, usesModules, imports } = calls.prepare(fn);
+    const { source, preload, captured, usesModules, imports, location } = calls.prepare(fn);
     if (captured.length > 0) {
       throw new CapturedVariableError(captured, fn.name ? `function '${fn.name}'` : 'an anonymous function', this.name);
     }
@@ -524,6 +524,7 @@ export class Context {
       if (from !== undefined) call.b = from;
     }
     if (preload.length > 0) call.p = preload;
+    if (location) call.l = location;
     if (forJob && imports && imports.length > 0) call.i = imports;
     return call;
   }

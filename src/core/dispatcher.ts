@@ -1,6 +1,6 @@
 import { callOrigin } from './call-base.js';
 import { CallStop, runAs } from './call-signal.js';
-import { compileFunction, type FunctionFactory } from './function-source.js';
+import { compileFunction, type FunctionFactory, isShippedFrame } from './function-source.js';
 import { type Importer, TOOLKIT_MODULE_ID } from './importer.js';
 import type { Message } from './message.js';
 import type { ProcessState } from './process-state.js';
@@ -19,7 +19,7 @@ import { CALL_SETTLED } from './symbols.js';
 function explainReferenceError(error: unknown): void {
   if (!(error instanceof ReferenceError) || !/^\S+ is not defined$/.test(error.message)) return;
   const firstFrame = /\n\s+at [^\n]*/.exec(error.stack ?? '')?.[0] ?? '';
-  if (!firstFrame.includes('tendril-call:')) return;
+  if (!isShippedFrame(firstFrame)) return;
   error.message +=
     ': functions passed to call() travel as source text and cannot see variables of the scope they were written in; pass values as arguments, and write globals of this context as globalThis.<name>';
 }
@@ -109,16 +109,16 @@ export class Dispatcher {
   }
 
   private callFunction(call: CallPayload, stop: CallStop): unknown {
-    const factory = compileFunction(String(call.f));
+    const factory = compileFunction(String(call.f), call.l);
     const from = call.b ?? callOrigin(this.options.defaultBase);
     const preload = call.p ?? [];
     // Literal require()s are fetched up front, in one round trip, so the function need not block on them.
     if (preload.length > 0) {
       return this.importer
         .prefetch(from, preload, 'require')
-        .then(() => this.invoke(factory, from, call.a, stop, call.r === 1));
+        .then(() => this.invoke(factory, String(call.f), from, call.a, stop, call.r === 1));
     }
-    return this.invoke(factory, from, call.a, stop, call.r === 1);
+    return this.invoke(factory, String(call.f), from, call.a, stop, call.r === 1);
   }
 
   /**
@@ -128,6 +128,7 @@ export class Dispatcher {
    */
   private invoke(
     factory: FunctionFactory,
+    source: string,
     from: string,
     args: unknown[] | undefined,
     stop: CallStop,
@@ -139,8 +140,11 @@ export class Dispatcher {
       loaders = [this.importer.requireFrom(from), this.importer.importFrom(from)];
       this.loaders.set(from, loaders);
     }
-    const fn = factory.call(stop.self, loaders[0], loaders[1]);
-    return runAs(stop, () => fn.apply(stop.self, args));
+    // Only a function that reads `this` gets the call's: V8 names a receiver in
+    // every stack frame (`Object.deploy`), which local code called plainly lacks.
+    const self = readsThis(factory, source) ? stop.self : undefined;
+    const fn = factory.call(self, loaders[0], loaders[1]);
+    return runAs(stop, () => fn.apply(self, args));
   }
 
   /** The `require` and `import` of `from` in a module cache of the call's own (`CallOptions.fresh`). */
@@ -164,6 +168,18 @@ export class Dispatcher {
     }
     return runAs(stop, () => value.apply(namespace, call.a));
   }
+}
+
+/** Whether each compiled function's source mentions `this`, by factory. */
+const thisReaders = new WeakMap<FunctionFactory, boolean>();
+
+function readsThis(factory: FunctionFactory, source: string): boolean {
+  let reads = thisReaders.get(factory);
+  if (reads === undefined) {
+    reads = /\bthis\b/.test(source);
+    thisReaders.set(factory, reads);
+  }
+  return reads;
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

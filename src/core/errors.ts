@@ -18,6 +18,6 @@ export { HeldBytesError, MessageTooLargeError } from './errors/limits.js';
 export { DecodeError, ProtocolError, StreamError } from './errors/malformed.js';
 export { ModuleRequestError } from './errors/module-request.js';
 export { InvalidOptionError } from './errors/options.js';
-export { registerRemoteErrors, remoteError, toRemoteErrorInfo } from './errors/revival.js';
+export { registerRemoteErrors, remoteError, toRemoteErrorInfo, withoutOwnFrames } from './errors/revival.js';
 export { ServiceError, type ServiceErrorCode, type ServiceErrorDetails } from './errors/service.js';
 export { CapturedVariableError, UnsupportedValueError } from './errors/values.js';

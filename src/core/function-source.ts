@@ -1,4 +1,5 @@
 import * as vm from 'node:vm';
+import type { CallLocation } from './protocol/call-function.js';
 
 /**
  * Shipping functions by source. The caller's function is turned into an
@@ -98,8 +99,16 @@ function helpersFor(source: string): string {
   return declarations;
 }
 
-/** Compiled functions by source text, in the receiving context. */
-const compiled = new Map<string, FunctionFactory>();
+/**
+ * Compiled functions in the receiving context, by source text, then by
+ * location (`''` for none): the same source shipped from two places
+ * compiles twice, so that each one's frames name its own place.
+ */
+const compiled = new Map<string, Map<string, FunctionFactory>>();
+/** Most locations one source text is compiled for; past it they start again. */
+const MAX_LOCATIONS = 16;
+/** Files functions were compiled as (see `isShippedFrame`), oldest first. */
+const shippedFiles = new Set<string>();
 
 /** Binds a compiled function to the `require` and `import()` its code sees. */
 export type FunctionFactory = (
@@ -111,20 +120,50 @@ export type FunctionFactory = (
  * Compiles shipped source. The result binds the function's free `require`
  * and its `import()` calls (which the master rewrote to
  * `__tendril_import(...)`) per call, so one compilation serves every base
- * directory. Compilation errors carry a filename naming the function.
+ * directory. The code is compiled as if at `location`, so its stack frames
+ * and compilation errors name the file and line the function was written
+ * at (`at deploy (/home/me/deploy.js:12:5)`); without one, they name the
+ * function (`tendril-call:deploy`). Each source is compiled once per
+ * location.
+ * @param source a function expression (see `functionSource`).
+ * @param location where it was written (see `CallLocation`), if known.
  * @throws SyntaxError when the source does not compile.
  */
-export function compileFunction(source: string): FunctionFactory {
-  const hit = compiled.get(source);
+export function compileFunction(source: string, location?: CallLocation): FunctionFactory {
+  const where = location ? `${location[1]}:${location[2]}:${location[0]}` : '';
+  let forSource = compiled.get(source);
+  const hit = forSource?.get(where);
   if (hit) return hit;
-  const name = /^(?:async\s+)?function\s*\*?\s*([\w$]+)/.exec(source)?.[1] ?? 'anonymous';
-  const factory = vm.runInThisContext(
-    `(function (require, __tendril_import) { ${helpersFor(source)}return (${source}\n); })`,
-    {
-      filename: `tendril-call:${name}`,
-    },
-  ) as FunctionFactory;
-  if (compiled.size >= MAX_CACHED) compiled.delete(compiled.keys().next().value as string);
-  compiled.set(source, factory);
+  const prefix = `(function (require, __tendril_import) { ${helpersFor(source)}return (`;
+  let options: vm.RunningScriptOptions;
+  if (location) {
+    // The source starts after the prefix on the first line: a column offset that may be negative makes up for it.
+    options = { filename: location[0], lineOffset: location[1], columnOffset: location[2] - prefix.length };
+    if (shippedFiles.size >= MAX_CACHED) shippedFiles.delete(shippedFiles.values().next().value as string);
+    shippedFiles.add(location[0]);
+  } else {
+    const name = /^(?:async\s+)?function\s*\*?\s*([\w$]+)/.exec(source)?.[1] ?? 'anonymous';
+    options = { filename: `tendril-call:${name}` };
+  }
+  const factory = vm.runInThisContext(`${prefix}${source}\n); })`, options) as FunctionFactory;
+  if (!forSource) {
+    if (compiled.size >= MAX_CACHED) compiled.delete(compiled.keys().next().value as string);
+    forSource = new Map();
+    compiled.set(source, forSource);
+  } else if (forSource.size >= MAX_LOCATIONS) forSource.clear();
+  forSource.set(where, factory);
   return factory;
+}
+
+/**
+ * Whether a line of a stack trace is a frame of a shipped function: one
+ * compiled here without a location (`tendril-call:`), or in a file one was
+ * compiled as.
+ */
+export function isShippedFrame(frame: string): boolean {
+  if (frame.indexOf('tendril-call:') !== -1) return true;
+  for (const file of shippedFiles) {
+    if (frame.indexOf(`(${file}:`) !== -1 || frame.indexOf(`at ${file}:`) !== -1) return true;
+  }
+  return false;
 }

@@ -18,6 +18,15 @@ let ownDir: string | undefined;
  * public method the program called (before any `await`).
  */
 export function callerModule(): string | undefined {
+  return callerScript()?.path;
+}
+
+/**
+ * As `callerModule`, with the name V8 gives the module's script too (a
+ * `file:` URL for an ES module, the path for CommonJS).
+ * @returns `{ url, path }`, or undefined when no frame outside tendril is a file.
+ */
+export function callerScript(): { url: string; path: string } | undefined {
   ownDir ??= join(fileURLToPath(new URL('./', import.meta.url)), sep);
   const prepare = Error.prepareStackTrace;
   const limit = Error.stackTraceLimit;
@@ -43,7 +52,7 @@ export function callerModule(): string | undefined {
       continue;
     }
     if (!isAbsolute(path) || path.startsWith(ownDir)) continue;
-    return path;
+    return { url: file, path };
   }
   return undefined;
 }

@@ -1,6 +1,7 @@
 import type { PreparedCall } from '../core/call-preparation.js';
 import { functionSource } from '../core/function-source.js';
 import { analyzeFunction } from './function-analysis.js';
+import { sourceLocation } from './function-location.js';
 
 /** Distinct function sources whose analysis is kept, oldest dropped first. */
 const MAX_PREPARED = 1000;
@@ -12,7 +13,10 @@ const MAX_PREPARED = 1000;
  * `__tendril_import(...)` (served by module forwarding) and its literal
  * `require('x')` specifiers listed, so the context fetches them in one
  * round trip before it runs, and with the variables it captures named so
- * the call can be refused before sending.
+ * the call can be refused before sending, and with where it was written
+ * (see `sourceLocation`), so that its stack frames name that file and
+ * line: all of it once per source text, so two functions of the same text
+ * share the location of the first one shipped.
  * @returns a function from a function to how it is shipped.
  */
 export function callPreparer(): (fn: Parameters<typeof functionSource>[0]) => PreparedCall {
@@ -33,6 +37,8 @@ export function callPreparer(): (fn: Parameters<typeof functionSource>[0]) => Pr
         captured: analysis.captured,
         usesModules: analysis.usesModules,
       };
+      const location = sourceLocation(fn, source);
+      if (location) found.location = location;
       if (prepared.size >= MAX_PREPARED) prepared.delete(prepared.keys().next().value as string);
       prepared.set(source, found);
     }

@@ -1,4 +1,5 @@
 import { TendrilError } from './base.js';
+import { spreadFields } from './carried.js';
 
 /** Shape of an exception as it travels from the context that threw it. */
 export interface RemoteErrorInfo {
@@ -11,16 +12,23 @@ export interface RemoteErrorInfo {
   /** The remote `error.code`, when it had a string code (e.g. `'ENOENT'`). */
   code?: string;
   /**
-   * For tendril's own errors: their data fields (`contextName`,
-   * `methodsTried`...), so they can be rebuilt as their class.
+   * Its own data fields: for tendril's own errors, those their class
+   * declares (`contextName`, `methodsTried`...), so they can be rebuilt as
+   * that class; for any other error, its own enumerable properties of the
+   * types an error's field may hold (`status`, `body`: see `remoteFields`).
    */
   fields?: Record<string, unknown>;
+  /** Its `cause`, when that is an Error, as it travelled. */
+  cause?: RemoteErrorInfo;
+  /** Its `cause`, when that is not an Error but a value a field may hold. */
+  causeValue?: unknown;
 }
 
 /**
  * A function called in another context threw (or its promise rejected).
- * The remote exception's class name, message and stack are kept as fields;
- * the local stack of this error shows where the call was made.
+ * The remote exception's class name, message, stack and data fields are
+ * kept as fields, and its `cause` (when it had one) is a remote error
+ * too; the local stack of this error shows where the call was made.
  */
 export class CallError extends TendrilError {
   /** Class name of the remote exception, e.g. `'TypeError'`. */
@@ -31,13 +39,28 @@ export class CallError extends TendrilError {
   readonly remoteStack: string;
   /** The remote exception's `code` property, when it was a string. */
   readonly remoteCode: string | undefined;
+  /**
+   * The remote exception's own data fields, by name (frozen; empty when it
+   * had none): `{ status: 404, body: { ... } }` for an error that set
+   * `this.status` and `this.body`. Only values of the types a call's
+   * arguments may be made of travel (strings, numbers, booleans, null,
+   * undefined, bigints, Dates, Buffers and typed arrays, and arrays and
+   * plain objects of those, at most 8 levels deep); any other field, and
+   * those past 64 fields or 64 KiB, is left out. Each field is also an own
+   * property of this error (`error.status`), unless its name is one the
+   * error already has (`message`, `code`, `contextName`, `toString`...),
+   * `cause` or `then`: those are only here.
+   */
+  readonly remoteFields: Readonly<Record<string, unknown>>;
   /** Name of the context the exception was raised in. */
   readonly contextName: string;
   /** ID of the context the exception was raised in. */
   readonly contextId: number;
 
   /**
-   * @param info the remote exception as it travelled.
+   * @param info the remote exception as it travelled; its `fields` become
+   *   `remoteFields` as given (`remoteError` checks them first), and its
+   *   `cause` is not read (`remoteError` revives it).
    * @param contextName name of the context it was raised in.
    * @param contextId ID of that context.
    */
@@ -49,6 +72,7 @@ export class CallError extends TendrilError {
     this.remoteCode = info.code;
     this.contextName = contextName;
     this.contextId = contextId;
+    this.remoteFields = spreadFields(this, info.fields);
   }
 }
 

@@ -1,5 +1,15 @@
 import { brand, TendrilError } from './base.js';
 import { CallError, type RemoteErrorInfo, TimeoutError } from './call.js';
+import {
+  carried,
+  carriedFields,
+  DROPPED,
+  define,
+  type FieldBudget,
+  fieldBudget,
+  MAX_CAUSE_DEPTH,
+  spreadFields,
+} from './carried.js';
 import { ChannelError, ContextDisconnectedError } from './delivery.js';
 import { HeldBytesError, MessageTooLargeError } from './limits.js';
 import { DecodeError, ProtocolError, StreamError } from './malformed.js';
@@ -13,46 +23,87 @@ import { CapturedVariableError, UnsupportedValueError } from './values.js';
  * one of tendril's own error classes (`PasswordError` raised while a `via`
  * context started a child, a `ChannelError` from a call made remotely...)
  * arrives as that class, with its fields, its remote stack and this
- * side's; anything else is a `CallError`. The remote side's data is only
- * ever copied into plain fields: no class other than tendril's own is
+ * side's; anything else is a `CallError` with the exception's own data
+ * fields (see `CallError.remoteFields`). Its `cause` arrives too: a cause
+ * that was an Error is revived the same way (at most `MAX_CAUSE_DEPTH`
+ * deep), any other one as its value when that is of a type a field may
+ * hold. The remote side's data is only ever copied into plain fields,
+ * within the bounds of carried.ts: no class other than tendril's own is
  * instantiated, and nothing can replace a method or a prototype.
- * @param info the exception as it travelled (untrusted).
+ * @param info the exception as it travelled (untrusted: anything at all).
  * @param contextName the context it came from.
  * @param contextId its ID.
+ * @returns the error; never throws.
  */
 export function remoteError(info: RemoteErrorInfo, contextName: string, contextId: number): Error {
+  return revive(info, contextName, contextId, 0, fieldBudget());
+}
+
+function revive(info: unknown, contextName: string, contextId: number, depth: number, budget: FieldBudget): Error {
+  const travelled: Partial<Record<keyof RemoteErrorInfo, unknown>> = isRecord(info) ? info : {};
   const safe: RemoteErrorInfo = {
-    name: typeof info?.name === 'string' ? info.name : 'Error',
+    name: typeof travelled.name === 'string' ? travelled.name : 'Error',
     // Anything else came from a context that does not follow the protocol; String() of it could even throw.
-    message: typeof info?.message === 'string' ? info.message : 'a malformed error (its message is not a string)',
-    stack: typeof info?.stack === 'string' ? info.stack : '',
+    message:
+      typeof travelled.message === 'string' ? travelled.message : 'a malformed error (its message is not a string)',
+    stack: typeof travelled.stack === 'string' ? travelled.stack : '',
   };
-  if (typeof info?.code === 'string') safe.code = info.code;
+  if (typeof travelled.code === 'string') safe.code = travelled.code;
   // biome-ignore lint/suspicious/noPrototypeBuiltins: Object.hasOwn is missing on the Node 12 to 16.8 a child may run.
   const Class = Object.prototype.hasOwnProperty.call(REVIVABLE, safe.name) ? REVIVABLE[safe.name] : undefined;
-  const fields = info?.fields;
-  if (!Class || typeof fields !== 'object' || fields === null || Array.isArray(fields)) {
-    return new CallError(safe, contextName, contextId);
+  const fields = isRecord(travelled.fields) ? travelled.fields : undefined;
+  let error: Error;
+  if (Class && fields) error = rebuild(Class, safe, fields, contextName, contextId, budget);
+  else {
+    if (fields) safe.fields = carriedFields(fields, budget);
+    error = new CallError(safe, contextName, contextId);
   }
+  if (depth < MAX_CAUSE_DEPTH) {
+    if (isRecord(travelled.cause)) {
+      define(error, 'cause', revive(travelled.cause, contextName, contextId, depth + 1, budget), false);
+    } else if ('causeValue' in travelled) {
+      const cause = carried(travelled.causeValue, budget);
+      if (cause !== DROPPED) define(error, 'cause', cause, false);
+    }
+  }
+  return error;
+}
+
+/** A remote tendril error rebuilt as its class, with the fields that class declares. */
+function rebuild(
+  Class: new (...args: never[]) => Error,
+  safe: RemoteErrorInfo,
+  fields: Record<string, unknown>,
+  contextName: string,
+  contextId: number,
+  budget: FieldBudget,
+): Error {
   const local = new Error(safe.message);
   const error = Object.create(Class.prototype) as Error & Record<string, unknown>;
   brand(error, Class, Class.prototype instanceof TypeError ? ['TendrilError'] : []);
-  const define = (key: string, value: unknown, enumerable = true) =>
-    Object.defineProperty(error, key, { value, enumerable, writable: true, configurable: true });
-  define('message', safe.message, false);
+  define(error, 'message', safe.message, false);
   for (const key of Object.keys(fields).slice(0, MAX_FIELDS)) {
-    const value = (fields as Record<string, unknown>)[key];
-    if (isField(key, value)) define(key, value);
+    const value = fields[key];
+    if (isField(key, value)) define(error, key, value, true);
   }
-  if (safe.code !== undefined) define('code', safe.code);
-  define('name', safe.name, false);
+  if (safe.code !== undefined) define(error, 'code', safe.code, true);
+  define(error, 'name', safe.name, false);
   const here = (local.stack ?? '').split('\n').slice(1).join('\n');
   define(
+    error,
     'stack',
     `${safe.stack || `${safe.name}: ${safe.message}`}\n    (raised in context '${contextName}', id ${contextId}; received here:)\n${here}`,
     false,
   );
+  // A CallError relayed from further down the tree: the fields of the exception it stands for.
+  if (isRecord(fields.remoteFields)) {
+    define(error, 'remoteFields', spreadFields(error, carriedFields(fields.remoteFields, budget)), true);
+  }
   return error;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /**
@@ -116,12 +167,21 @@ const FIELDS = new Set([
   'maxHeldBytes',
 ]);
 
-/** The data fields of a tendril error worth sending: strings, numbers, booleans and lists of strings. */
-function fieldsOf(error: Error): Record<string, unknown> {
+/**
+ * The data fields of a tendril error worth sending: strings, numbers,
+ * booleans and lists of strings its class declares, and the fields of the
+ * exception a `CallError` stands for.
+ */
+function fieldsOf(error: Error, budget: FieldBudget): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
   for (const key of Object.keys(error).slice(0, MAX_FIELDS)) {
     const value = (error as unknown as Record<string, unknown>)[key];
     if (isField(key, value)) fields[key] = value;
+  }
+  const relayed = (error as { remoteFields?: unknown }).remoteFields;
+  if (isRecord(relayed)) {
+    const kept = carriedFields(relayed, budget);
+    if (kept) fields.remoteFields = kept;
   }
   return fields;
 }
@@ -149,29 +209,80 @@ function errorName(error: Error): string {
   return name || className || 'Error';
 }
 
-/** Converts anything thrown into the shape sent back to a caller. */
+/**
+ * Converts anything thrown into the shape sent back to a caller: an
+ * Error's class name, message, stack (without tendril's own frames, see
+ * `withoutOwnFrames`) and string `code`; the data fields its class
+ * declares for tendril's own errors, its own data fields for any other
+ * (see `carriedFields`); and its cause chain, at most `MAX_CAUSE_DEPTH`
+ * deep, each Error in it once. Anything else thrown becomes a
+ * `NonErrorThrown` describing it. Never throws.
+ */
 export function toRemoteErrorInfo(error: unknown): RemoteErrorInfo {
-  if (error instanceof Error) {
+  return describeThrown(error, fieldBudget(), [], 0);
+}
+
+function describeThrown(error: unknown, budget: FieldBudget, seen: Error[], depth: number): RemoteErrorInfo {
+  if (!(error instanceof Error)) {
+    let message: string;
+    try {
+      message = String(error);
+    } catch {
+      message = Object.prototype.toString.call(error);
+    }
+    return { name: 'NonErrorThrown', message: `a non-Error value was thrown: ${message}`, stack: '' };
+  }
+  seen.push(error);
+  let info: RemoteErrorInfo;
+  let cause: unknown;
+  try {
     const code = (error as { code?: unknown }).code;
-    const info: RemoteErrorInfo = {
+    const stack = error.stack;
+    info = {
       name: errorName(error),
       message: String(error.message),
-      stack: typeof error.stack === 'string' ? error.stack : '',
+      stack: typeof stack === 'string' ? withoutOwnFrames(stack) : '',
     };
     if (typeof code === 'string') info.code = code;
     // biome-ignore lint/suspicious/noPrototypeBuiltins: Object.hasOwn is missing on the Node 12 to 16.8 a child may run.
     const Class = Object.prototype.hasOwnProperty.call(REVIVABLE, info.name) ? REVIVABLE[info.name] : undefined;
     // By brand, so an error of another copy of the package counts too.
-    if (Class && error instanceof Class) info.fields = fieldsOf(error);
-    return info;
-  }
-  let message: string;
-  try {
-    message = String(error);
+    const fields = Class && error instanceof Class ? fieldsOf(error, budget) : carriedFields(error, budget);
+    if (fields) info.fields = fields;
+    cause = (error as { cause?: unknown }).cause;
   } catch {
-    message = Object.prototype.toString.call(error);
+    // A getter or a proxy that throws: what could be read of it is not worth a reply that fails.
+    return { name: 'Error', message: 'an error that could not be described', stack: '' };
   }
-  return { name: 'NonErrorThrown', message: `a non-Error value was thrown: ${message}`, stack: '' };
+  if (cause === undefined || depth >= MAX_CAUSE_DEPTH) return info;
+  if (cause instanceof Error) {
+    if (seen.indexOf(cause) === -1) info.cause = describeThrown(cause, budget, seen, depth + 1);
+  } else {
+    const value = carried(cause, budget);
+    if (value !== DROPPED) info.causeValue = value;
+  }
+  return info;
+}
+
+/**
+ * A frame of tendril's own code in a context: a function of one of the
+ * modules it ships (`tendril:core`, `tendril:toolkit`...), minified and
+ * of no use to whoever reads the stack. Not `tendril-call:` (a shipped
+ * function whose file is not known).
+ */
+const OWN_FRAME = /^\s*at (?:.* \()?tendril:[a-z]+:\d+:\d+\)?$/;
+
+/**
+ * `stack` without the frames of tendril's own code in a context (see
+ * `OWN_FRAME`): a remote stack shows the frames of the code that threw,
+ * Node's own, and nothing of the machinery that called it.
+ */
+export function withoutOwnFrames(stack: string): string {
+  if (stack.indexOf('tendril:') === -1) return stack;
+  const lines = stack.split('\n');
+  const kept: string[] = [];
+  for (const line of lines) if (!OWN_FRAME.test(line)) kept.push(line);
+  return kept.length === lines.length ? stack : kept.join('\n');
 }
 
 /**

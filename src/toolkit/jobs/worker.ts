@@ -12,6 +12,7 @@ import { encode } from '../../core/codec.js';
 import { toRemoteErrorInfo } from '../../core/errors.js';
 import { compileFunction } from '../../core/function-source.js';
 import type { Importer } from '../../core/importer.js';
+import { callLocation } from '../../core/protocol/call-function.js';
 import type { JobRequest } from './request.js';
 import { STARTED } from './request.js';
 import { RESULT_FILE, writeAtomically } from './state.js';
@@ -40,7 +41,8 @@ export function work(directory: string, request: JobRequest, importer: Importer)
   fs.closeSync(4);
   let result: unknown;
   try {
-    result = compileFunction(String(call.f))(importer.requireFrom(from), importer.importFrom(from)).apply(
+    const location = call.l === undefined ? undefined : callLocation(call.l, 'call.l');
+    result = compileFunction(String(call.f), location)(importer.requireFrom(from), importer.importFrom(from)).apply(
       undefined,
       call.a ?? [],
     );
