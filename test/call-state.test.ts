@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { type CallThis, type Context, type LogRecord, Router, TimeoutError } from 'tendril';
+import { CallError, type CallThis, type Context, type LogRecord, Router, TimeoutError } from 'tendril';
 import { nodeBinary } from './support/nodes.js';
 import { sleep, waitFor, waitGone } from './support/procs.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
@@ -355,6 +355,32 @@ describe('isolation as a default, through import(), and where it is refused', ()
     const tasks = context.import<typeof import('./fixtures/tasks.js')>(new URL('./fixtures/tasks.js', import.meta.url));
     assert.notEqual(await tasks.pid(), context.info.pid, 'so do calls through import()');
     assert.throws(() => new Router({ isolate: 'yes' as never }), /isolate.*true or false/);
+    // tendril's own calls are never isolated: they keep state in the context itself.
+    const directory = await context.tmpdir();
+    assert.equal(
+      await context.callWith({ isolate: false }, () =>
+        (require('tendril/child') as typeof import('tendril/child')).thisContext().tmpdir(),
+      ),
+      directory,
+    );
+    assert.equal((await context.exec('sh', ['-c', 'echo $PPID'])).stdout, String(context.info.pid));
+  });
+
+  test("an isolated call's own error named TimeoutError is the function's, not the call's timeout", async () => {
+    await using router = new Router();
+    const context = await router.local({ name: 'own-timeout-error' });
+    const error = await context
+      .callWith({ isolate: true, timeout: 10_000 }, () => {
+        class TimeoutError extends Error {
+          event = 'request';
+        }
+        throw new TimeoutError('the HTTP request timed out');
+      })
+      .catch((caught: unknown) => caught);
+    assert.ok(error instanceof CallError, String(error));
+    assert.equal(error.remoteName, 'TimeoutError');
+    assert.equal(error.remoteMessage, 'the HTTP request timed out');
+    assert.deepEqual(error.remoteFields, { event: 'request' });
   });
 
   test('a context refuses isolate: true for a call it makes to its parent', async () => {

@@ -14,8 +14,12 @@ type Shutdown = () => Promise<void>;
 /** The routers' shutdowns waiting for each signal. */
 const waiting = new Map<NodeJS.Signals, Set<Shutdown>>();
 
-/** Set by the first signal handled: the next one ends the process at once. */
-let interrupted = false;
+/**
+ * The shutdowns a signal has started: a signal for one of them again ends
+ * the process at once. Per router, so a router waiting only for SIGTERM
+ * still shuts down gracefully after another router's SIGINT.
+ */
+const interrupted = new Set<Shutdown>();
 
 /**
  * Shuts a router down (`shutdown`) on the first of `signals` the process
@@ -35,22 +39,22 @@ export function shutDownOnSignals(signals: readonly NodeJS.Signals[], shutdown: 
   return () => {
     for (const signal of signals) {
       const shutdowns = waiting.get(signal);
+      interrupted.delete(shutdown);
       if (!shutdowns?.delete(shutdown) || shutdowns.size > 0) continue;
       waiting.delete(signal);
       process.off(signal, onSignal);
     }
-    // A later router's first signal is a first signal again.
-    if (waiting.size === 0) interrupted = false;
   };
 }
 
 function onSignal(signal: NodeJS.Signals): void {
   // As a shell reports a program a signal ended: 130 for SIGINT, 143 for SIGTERM.
   const status = 128 + (constants.signals[signal] ?? 0);
-  if (interrupted) process.exit(status);
-  interrupted = true;
+  const shutdowns = [...(waiting.get(signal) ?? [])];
+  if (shutdowns.some((shutdown) => interrupted.has(shutdown))) process.exit(status);
   process.exitCode = status;
-  for (const shutdown of [...(waiting.get(signal) ?? [])]) {
+  for (const shutdown of shutdowns) {
+    interrupted.add(shutdown);
     // A failed shutdown also fails the program's own `router.shutdown()`, which waits for the same one: that reports it.
     shutdown().catch(() => {});
   }

@@ -68,6 +68,12 @@ export function execForCall(
   if (signal.aborted) return Promise.reject(signal.reason);
   const limit = options.maxBuffer ?? 8 * 1024 * 1024;
   const grace = options.grace ?? 2000;
+  if (!Number.isInteger(limit) || limit < 1) {
+    return Promise.reject(new TypeError('exec(): maxBuffer must be a positive integer of bytes'));
+  }
+  if (!Number.isInteger(grace) || grace < 0 || grace > 2_147_483_647) {
+    return Promise.reject(new TypeError('exec(): grace must be a whole number of milliseconds'));
+  }
   return new Promise((resolve, reject) => {
     const child = spawn(file, args as string[], {
       cwd: options.cwd,
@@ -91,7 +97,12 @@ export function execForCall(
     };
     const onAbort = () => {
       killGroup('SIGTERM');
-      killTimer = setTimeout(() => killGroup('SIGKILL'), grace);
+      killTimer = setTimeout(() => {
+        killGroup('SIGKILL');
+        // A process that left the group (setsid) may hold the pipes open: close ends only once they are.
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      }, grace);
     };
     signal.addEventListener('abort', onAbort, { once: true });
     child.on('error', (error) => {

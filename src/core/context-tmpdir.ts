@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { join } from 'node:path';
-import { markOwn } from './process-state.js';
+import { isOwnListener, markOwn } from './process-state.js';
 
 /**
  * One temporary directory per context run (Mitogen learned to make one
@@ -11,6 +11,18 @@ import { markOwn } from './process-state.js';
  * on SIGTERM. Only SIGKILL leaves it behind.
  */
 let directory: string | undefined;
+/** Its device and inode as made: a name in a shared /tmp that someone else made since is not it. */
+let identity = '';
+
+/** Whether `path` is still the directory this context made: not a symlink, its own, mode 0700. */
+function stillOurs(path: string): boolean {
+  try {
+    const stat = fs.lstatSync(path);
+    return stat.isDirectory() && `${stat.dev}:${stat.ino}` === identity && (stat.mode & 0o777) === 0o700;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * This context's temporary directory, made now if it has none (or it was
@@ -18,8 +30,9 @@ let directory: string | undefined;
  * @throws Error from `mkdtemp` when the temporary directory is not writable.
  */
 export function contextTmpdir(): string {
-  if (directory !== undefined && fs.existsSync(directory)) return directory;
+  if (directory !== undefined && stillOurs(directory)) return directory;
   const made = fs.mkdtempSync(join(os.tmpdir(), 'tendril-'));
+  const stat = fs.lstatSync(made);
   if (directory === undefined) {
     process.on('exit', markOwn(removeTmpdir));
     // Only now: a context without the directory keeps SIGTERM's default.
@@ -27,16 +40,18 @@ export function contextTmpdir(): string {
       'SIGTERM',
       markOwn(() => {
         removeTmpdir();
-        process.exit(143);
+        // Exiting is SIGTERM's default; a listener of the program's own decides instead.
+        if (process.listeners('SIGTERM').every(isOwnListener)) process.exit(143);
       }),
     );
   }
   directory = made;
+  identity = `${stat.dev}:${stat.ino}`;
   return made;
 }
 
 function removeTmpdir(): void {
-  if (directory === undefined) return;
+  if (directory === undefined || !stillOurs(directory)) return;
   try {
     // rmSync is missing before Node 14.14; rmdirSync's recursive option is there from 12.10.
     const rm = (fs as { rmSync?: typeof fs.rmSync }).rmSync;

@@ -399,7 +399,9 @@ export class Context {
     what: string,
     spec: typeof CALL_FUNCTION_SPEC | typeof CALL_SERVICE_SPEC = CALL_FUNCTION_SPEC,
   ): Promise<unknown> {
-    if (spec === CALL_FUNCTION_SPEC && (options.isolate ?? this.router.isolateCalls)) {
+    // tendril's own calls (exec, copy, tmpdir...) are never isolated: they keep state in the context.
+    const toolkit = (call as CallPayload).m === TOOLKIT_MODULE_ID;
+    if (spec === CALL_FUNCTION_SPEC && !toolkit && (options.isolate ?? this.router.isolateCalls)) {
       const isolated = (this as { [SEND_ISOLATED]?: Context[typeof SEND_CALL] })[SEND_ISOLATED];
       if (!isolated) {
         throw new InvalidOptionError('isolate', what, ISOLATE_ONLY_IN_MASTER, true);

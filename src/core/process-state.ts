@@ -37,6 +37,8 @@ export class ProcessState {
   private added: [string | symbol, Listener][] = [];
   private removed: [string | symbol, Listener][] = [];
   private restoring = false;
+  /** The `newListener` and `removeListener` listeners that note what calls add and remove. */
+  private readonly hooks: [Listener, Listener];
 
   /** Takes the process as it is now as what calls are to leave, sets the calls' argv, and starts watching. */
   constructor() {
@@ -67,13 +69,16 @@ export class ProcessState {
       for (const listener of process.listeners(event as 'exit')) baseline.add(listener as Listener);
     }
     const newListener = (event: string | symbol, listener: Listener) => {
-      if (!this.restoring && !isOwn(listener)) this.added.push([event, listener]);
+      if (!this.restoring && !isOwnListener(listener)) this.added.push([event, listener]);
     };
     const removeListener = (event: string | symbol, listener: Listener) => {
-      if (!this.restoring && (baseline.has(listener) || isOwn(listener))) this.removed.push([event, listener]);
+      if (this.restoring) return;
+      // One added and removed since the last restore is forgotten: the list holds no more than is on process.
+      const index = this.added.findIndex(([e, l]) => e === event && l === listener);
+      if (index !== -1) this.added.splice(index, 1);
+      else if (baseline.has(listener) || isOwnListener(listener)) this.removed.push([event, listener]);
     };
-    markOwn(newListener);
-    markOwn(removeListener);
+    this.hooks = [markOwn(newListener), markOwn(removeListener)];
     baseline.add(newListener).add(removeListener);
     process.on('newListener', newListener);
     process.on('removeListener', removeListener);
@@ -94,6 +99,19 @@ export class ProcessState {
     if (process.umask() !== this.umask) process.umask(this.umask);
     if (process.exitCode !== undefined) process.exitCode = undefined;
     if (this.added.length > 0 || this.removed.length > 0) this.restoreListeners();
+    // process.removeAllListeners() takes the hooks too, silently for the last one.
+    if (!(process.listeners('removeListener' as 'exit') as Listener[]).includes(this.hooks[1])) this.reattachHooks();
+  }
+
+  private reattachHooks(): void {
+    this.restoring = true;
+    try {
+      const [added, removed] = this.hooks;
+      if (!(process.listeners('newListener' as 'exit') as Listener[]).includes(added)) process.on('newListener', added);
+      process.on('removeListener', removed);
+    } finally {
+      this.restoring = false;
+    }
   }
 
   /** Whether `process.title` was changed; checked apart from `restore` as it costs a system call on some platforms. */
@@ -142,6 +160,7 @@ export function markOwn<F extends (...args: never[]) => unknown>(listener: F): F
   return listener;
 }
 
-function isOwn(listener: unknown): boolean {
+/** Whether `listener` is tendril's own (see `markOwn`). */
+export function isOwnListener(listener: unknown): boolean {
   return typeof listener === 'function' && (listener as unknown as Record<symbol, boolean>)[OWN_LISTENER] === true;
 }

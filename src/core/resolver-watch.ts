@@ -39,15 +39,15 @@ export class ResolverWatch {
       stamp = 'missing';
     }
     if (stamp === this.stamp) return;
-    this.stamp = stamp;
     try {
       const dns = this.requireFn('dns') as typeof import('node:dns');
       // A new c-ares channel reads the file again; its servers become the default resolver's.
       const servers = new dns.Resolver().getServers();
       dns.setServers(servers);
       dns.promises?.setServers?.(servers);
+      this.stamp = stamp;
     } catch {
-      // A file c-ares cannot use leaves the servers as they were, as a new process would fall back.
+      // Refused while queries are in flight: tried again as the next call starts.
     }
   }
 }

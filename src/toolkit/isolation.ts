@@ -37,11 +37,15 @@ class Spares {
     private readonly starter: Starter,
   ) {}
 
-  /** The spare, or a new interpreter when there is none. */
+  /** The spare, or a new interpreter when there is none, or the spare failed to start or has gone since. */
   take(): Promise<Context> {
-    const taken = this.spare ?? this.start();
+    const spare = this.spare;
     this.spare = undefined;
-    return taken;
+    if (!spare) return this.start();
+    return spare.then(
+      (ready) => (routerOf(ready).departureOf(ready.id) ? this.start() : ready),
+      () => this.start(),
+    );
   }
 
   /**
@@ -92,29 +96,37 @@ export async function sendIsolated(
     entry = new Spares(context, starter as Starter);
     spares.set(context, entry);
   }
-  const began = Date.now();
-  const worker = await untilStopped(entry.take(), options, what, context.name);
-  const timeout = options.timeout === undefined ? undefined : Math.max(0, options.timeout - (Date.now() - began));
-  let stopped = false;
-  const onAbort = () => {
-    stopped = true;
-  };
-  options.signal?.addEventListener('abort', onAbort, { once: true });
+  // The call's own stop, told apart from a TimeoutError the function itself may throw.
+  const stop = new AbortController();
+  const timedOut =
+    options.timeout === undefined
+      ? undefined
+      : new TimeoutError(what, context.name, options.timeout, ISOLATED_TIMEOUT_ADVICE);
+  const timer = timedOut && setTimeout(() => stop.abort(timedOut), options.timeout);
+  const onAbort = () => stop.abort(options.signal?.reason);
+  if (options.signal?.aborted) onAbort();
+  else options.signal?.addEventListener('abort', onAbort, { once: true });
+  const taken = entry.take();
+  let worker: Context | undefined;
   try {
-    return await worker[SEND_CALL](call, references, { ...options, timeout }, what);
+    worker = await untilAborted(taken, stop.signal);
+    return await worker[SEND_CALL](call, references, { ...options, timeout: undefined, signal: stop.signal }, what);
   } catch (error) {
-    if (stopped || error instanceof TimeoutError) {
+    if (worker && stop.signal.aborted && error === stop.signal.reason) {
       // Not until it is gone: a stopped isolated call has stopped when it rejects.
       await Promise.race([kill(context, worker), delay(STOP_GRACE)]);
     }
-    if (error instanceof TimeoutError && options.timeout !== undefined) {
-      throw new TimeoutError(what, context.name, options.timeout, ISOLATED_TIMEOUT_ADVICE);
-    }
     throw error;
   } finally {
+    if (timer) clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbort);
-    // Its job done, it exits; nobody waits for that.
-    worker.shutdown().catch(() => {});
+    // Its job done, it exits; nobody waits for that. One the call gave up waiting for goes too, once started.
+    if (worker) worker.shutdown().catch(() => {});
+    else
+      taken.then(
+        (late) => late.shutdown().catch(() => {}),
+        () => {},
+      );
     entry.refill();
   }
 }
@@ -133,26 +145,21 @@ async function kill(context: Context, worker: Context): Promise<void> {
   await worker.shutdown({ grace: 0 }).catch(() => {});
 }
 
-/** `promise`, or the call's `TimeoutError` or abort reason if that comes first. */
-function untilStopped<T>(promise: Promise<T>, options: CallOptions, what: string, contextName: string): Promise<T> {
-  const { timeout, signal } = options;
-  if (timeout === undefined && !signal) return promise;
+/** `promise`, or the signal's reason if it aborts first. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<T>((resolve, reject) => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const onAbort = () => finish(() => reject(signal?.reason));
-    const finish = (settle: () => void) => {
-      if (timer) clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      settle();
-    };
-    if (signal?.aborted) return onAbort();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    if (timeout !== undefined) {
-      timer = setTimeout(() => finish(() => reject(new TimeoutError(what, contextName, timeout))), timeout);
-    }
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
     promise.then(
-      (value) => finish(() => resolve(value)),
-      (error: unknown) => finish(() => reject(error)),
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
     );
   });
 }

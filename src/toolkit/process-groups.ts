@@ -48,53 +48,46 @@ function parentPids(): Map<number, number> {
 }
 
 /**
- * Kills `pid` and every process descended from it (an isolated call's
- * interpreter and what its code started), with SIGKILL: stopped first, so
- * it forks nothing while its descendants are found, and killed last, so
- * they are still its descendants when looked for. Descendants that left
- * the tree (a daemon that double-forked) are beyond reach. Where there is
- * no /proc, only `pid` is killed.
- * @returns how many processes were signalled.
+ * Kills `pid`, a child of this process (an isolated call's interpreter),
+ * and every process descended from it, with SIGKILL. Each process found is
+ * stopped first (SIGSTOP), so none forks or leaves the tree while the rest
+ * are looked for; the search repeats until it finds nothing new, then all
+ * are killed. Descendants that left the tree before (a daemon that
+ * double-forked) are beyond reach. Where there is no /proc, only `pid` is
+ * killed.
+ * @returns how many processes were signalled; 0 when `pid` is not a child of this process.
  */
 export function killTree(pid: number): number {
-  if (!Number.isInteger(pid) || pid <= 1 || pid === process.pid) return 0;
-  try {
-    process.kill(pid, 'SIGSTOP');
-  } catch {
-    return 0;
-  }
-  const killed = new Set<number>();
-  // Again until no new descendant shows: one killed mid-fork may have left a child.
-  for (let round = 0; round < 5; round++) {
-    const parents = parentPids();
-    const found: number[] = [];
-    const tree = new Set([pid]);
-    let grew = true;
-    while (grew) {
-      grew = false;
-      for (const [child, parent] of parents) {
-        if (tree.has(parent) && !tree.has(child)) {
-          tree.add(child);
-          found.push(child);
-          grew = true;
-        }
+  if (!Number.isInteger(pid) || pid <= 1) return 0;
+  const parents = parentPids();
+  // Never a process that is not ours: a PID reused since is left alone.
+  if (parents.size > 0 && parents.get(pid) !== process.pid) return 0;
+  const tree = new Set([pid]);
+  const stop = (target: number) => {
+    try {
+      process.kill(target, 'SIGSTOP');
+    } catch {
+      // Gone meanwhile.
+    }
+  };
+  stop(pid);
+  for (let round = 0; round < 100; round++) {
+    let grew = false;
+    for (const [child, parent] of parentPids()) {
+      if (tree.has(parent) && !tree.has(child)) {
+        stop(child);
+        tree.add(child);
+        grew = true;
       }
     }
-    const fresh = found.filter((child) => !killed.has(child));
-    if (fresh.length === 0) break;
-    for (const child of fresh) {
-      try {
-        process.kill(child, 'SIGKILL');
-      } catch {
-        // Already gone.
-      }
-      killed.add(child);
+    if (!grew) break;
+  }
+  for (const target of tree) {
+    try {
+      process.kill(target, 'SIGKILL');
+    } catch {
+      // Already gone.
     }
   }
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // Already gone.
-  }
-  return killed.size + 1;
+  return tree.size;
 }

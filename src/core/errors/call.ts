@@ -16,8 +16,13 @@ export interface RemoteErrorInfo {
    * declares (`contextName`, `methodsTried`...), so they can be rebuilt as
    * that class; for any other error, its own enumerable properties of the
    * types an error's field may hold (`status`, `body`: see `remoteFields`).
+   * On the wire, only a tendril error's travel here; another's travel as
+   * `data`, so an error of the user's named like a tendril class (got's
+   * `TimeoutError`) is never taken for one.
    */
   fields?: Record<string, unknown>;
+  /** On the wire: the data fields of an error that is not tendril's own (see `fields`). */
+  data?: Record<string, unknown>;
   /** Its `cause`, when that is an Error, as it travelled. */
   cause?: RemoteErrorInfo;
   /** Its `cause`, when that is not an Error but a value a field may hold. */

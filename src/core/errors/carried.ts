@@ -92,7 +92,7 @@ function copy(value: unknown, budget: FieldBudget, depth: number): unknown {
   }
   if (value === null) return spend(budget, 8) ? null : DROPPED;
   if (value instanceof Date) return spend(budget, 8) ? new Date(value.getTime()) : DROPPED;
-  if (ArrayBuffer.isView(value)) return spend(budget, 8 + value.byteLength) ? value : DROPPED;
+  if (ArrayBuffer.isView(value)) return spend(budget, 8 + value.byteLength) ? copyOf(value) : DROPPED;
   if (depth >= MAX_FIELD_DEPTH || !spend(budget, 8)) return DROPPED;
   if (Array.isArray(value)) {
     const items: unknown[] = [];
@@ -186,3 +186,29 @@ export function spreadFields(target: object, given: unknown): Readonly<Record<st
 export function define(target: object, key: string, value: unknown, enumerable: boolean): void {
   Object.defineProperty(target, key, { value, enumerable, writable: true, configurable: true });
 }
+
+/**
+ * A copy of binary data: a decoded Buffer is a view into the message it
+ * came in, which an error kept for long would otherwise keep whole.
+ */
+function copyOf(view: ArrayBufferView): ArrayBufferView {
+  if (Buffer.isBuffer(view)) return Buffer.from(view);
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength).slice().buffer;
+  if (view instanceof DataView) return new DataView(bytes);
+  // The built-in class it is, never its own constructor: a subclass's could run anything.
+  for (const Kind of TYPED_ARRAYS) if (view instanceof Kind) return new Kind(bytes);
+  return new Uint8Array(bytes);
+}
+
+const TYPED_ARRAYS: (new (buffer: ArrayBuffer) => ArrayBufferView)[] = [
+  Uint8Array,
+  Uint8ClampedArray,
+  Int8Array,
+  Uint16Array,
+  Int16Array,
+  Uint32Array,
+  Int32Array,
+  Float32Array,
+  Float64Array,
+  ...(typeof BigInt64Array === 'function' ? [BigInt64Array, BigUint64Array] : []),
+];

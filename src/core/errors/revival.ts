@@ -52,10 +52,13 @@ function revive(info: unknown, contextName: string, contextId: number, depth: nu
   // biome-ignore lint/suspicious/noPrototypeBuiltins: Object.hasOwn is missing on the Node 12 to 16.8 a child may run.
   const Class = Object.prototype.hasOwnProperty.call(REVIVABLE, safe.name) ? REVIVABLE[safe.name] : undefined;
   const fields = isRecord(travelled.fields) ? travelled.fields : undefined;
+  const data = isRecord(travelled.data) ? travelled.data : undefined;
   let error: Error;
   if (Class && fields) error = rebuild(Class, safe, fields, contextName, contextId, budget);
   else {
-    if (fields) safe.fields = carriedFields(fields, budget);
+    // `fields` of an error that is no tendril class came from a context that does not follow the protocol.
+    const own = data ?? (Class ? undefined : fields);
+    if (own) safe.fields = carriedFields(own, budget);
     error = new CallError(safe, contextName, contextId);
   }
   if (depth < MAX_CAUSE_DEPTH) {
@@ -247,8 +250,13 @@ function describeThrown(error: unknown, budget: FieldBudget, seen: Error[], dept
     // biome-ignore lint/suspicious/noPrototypeBuiltins: Object.hasOwn is missing on the Node 12 to 16.8 a child may run.
     const Class = Object.prototype.hasOwnProperty.call(REVIVABLE, info.name) ? REVIVABLE[info.name] : undefined;
     // By brand, so an error of another copy of the package counts too.
-    const fields = Class && error instanceof Class ? fieldsOf(error, budget) : carriedFields(error, budget);
-    if (fields) info.fields = fields;
+    if (Class && error instanceof Class) {
+      const fields = fieldsOf(error, budget);
+      if (fields) info.fields = fields;
+    } else {
+      const data = carriedFields(error, budget);
+      if (data) info.data = data;
+    }
     cause = (error as { cause?: unknown }).cause;
   } catch {
     // A getter or a proxy that throws: what could be read of it is not worth a reply that fails.
