@@ -57,6 +57,8 @@ function mutate(n: number): number {
   process.env.TENDRIL_CALL_STATE = String(n);
   process.env.PATH = `/nowhere-${n}`;
   delete process.env.HOME;
+  // A name every object has: the put-back must not take it for one the environment had.
+  Reflect.set(process.env, 'toString', `env-${n}`);
   process.argv.push(`--flag-${n}`);
   process.umask(0o077);
   process.exitCode = 3;

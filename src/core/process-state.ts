@@ -130,7 +130,8 @@ export class ProcessState {
     this.envChanged = false;
     const env = this.realEnv;
     for (const key of Object.keys(env)) {
-      if (!(key in this.env)) delete env[key];
+      // biome-ignore lint/suspicious/noPrototypeBuiltins: Object.hasOwn is missing on the Node 12 to 16.8 a context may run.
+      if (!Object.prototype.hasOwnProperty.call(this.env, key)) delete env[key];
     }
     for (const key of Object.keys(this.env)) {
       if (env[key] !== this.env[key]) env[key] = this.env[key];
