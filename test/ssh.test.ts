@@ -67,8 +67,9 @@ describe('ssh', () => {
 
   test('one naming rule: a fleet labels a target, before connecting, with the name its context gets; the ssh config does not change either', async () => {
     // The ssh config gives this alias its address, port and user: none of them is in the name.
+    // Two aliases: targets of one name alive at once would be told apart as `name#id`.
     const file = config('naming-config', [
-      'Host webalias',
+      'Host webalias webvia',
       '  HostName 127.0.0.1',
       `  Port ${bed.port}`,
       `  User ${bed.accounts.key.name}`,
@@ -80,7 +81,7 @@ describe('ssh', () => {
       written,
       { ...written, username: bed.accounts.key.name, port: bed.port },
       // Started from a child: the label is known in the master all the same.
-      { ...written, via: { method: 'local' } },
+      { ...written, hostname: 'webvia', via: { method: 'local' } },
     ] as const;
     const fleet = router.fleet(targets, (context) => context.name, { close: true });
     const seen: [string, unknown][] = [];
@@ -92,7 +93,7 @@ describe('ssh', () => {
       seen.sort(([a], [b]) => a.localeCompare(b)),
       [
         ['ssh:webalias', 'ssh:webalias'],
-        ['ssh:webalias via local', 'ssh:webalias'],
+        ['ssh:webvia via local', 'ssh:webvia'],
         [`ssh:${bed.accounts.key.name}@webalias:${bed.port}`, `ssh:${bed.accounts.key.name}@webalias:${bed.port}`],
       ].sort(([a], [b]) => (a as string).localeCompare(b as string)),
     );
