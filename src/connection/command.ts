@@ -7,9 +7,10 @@
  */
 import { basename } from 'node:path';
 import { InvalidOptionError } from '../core/errors.js';
+import { boolean } from '../core/options.js';
 import type { CommonOptions } from './bootstrap.js';
 import type { ConnectionMethod } from './method.js';
-import { COMMON_OPTIONS, flag, optionNames } from './method-options.js';
+import { COMMON_OPTIONS, optionNames } from './method-options.js';
 import { shellQuote } from './shell.js';
 import { toolMethod } from './tool-method.js';
 
@@ -42,7 +43,7 @@ export const command: ConnectionMethod<CommandOptions> = toolMethod<CommandOptio
     ) {
       throw new InvalidOptionError('argv', where, 'the program and its arguments: a non-empty array of strings', argv);
     }
-    flag(options.remoteShell, 'remoteShell', where);
+    boolean(options.remoteShell, 'remoteShell', where);
   },
   tool: (options) => options.argv[0] as string,
   toolOption: 'argv',

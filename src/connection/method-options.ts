@@ -4,7 +4,7 @@
  * default, and a missing `hostname` found only by the target's failure.
  */
 import { InvalidOptionError } from '../core/errors.js';
-import { closestName, knownOptions, milliseconds, optionsObject, text } from '../core/options.js';
+import { boolean, closestName, knownOptions, milliseconds, optionsObject, text } from '../core/options.js';
 import type { CommonOptions } from './bootstrap.js';
 import type { ConnectionMethod } from './method.js';
 import type { BecomeOptions } from './prompts.js';
@@ -55,7 +55,7 @@ function checkCommonOptions(options: CommonOptions, where: string): void {
   ) {
     throw new InvalidOptionError('nodePath', where, 'a path, a command name or a non-empty array of strings', nodePath);
   }
-  flag(preferTargetModules, 'preferTargetModules', where);
+  boolean(preferTargetModules, 'preferTargetModules', where);
   strings(nodeCandidates, 'nodeCandidates', where);
   const { shipNode, runtimeDirectory } = options;
   if (shipNode !== undefined && shipNode !== 'auto' && shipNode !== 'always' && shipNode !== 'never') {
@@ -71,13 +71,6 @@ function checkCommonOptions(options: CommonOptions, where: string): void {
       'a path without !, a newline, ` or $( (variables such as $HOME may be used)',
       runtimeDirectory,
     );
-  }
-}
-
-/** A boolean, or undefined. */
-export function flag(value: unknown, option: string, where: string): void {
-  if (value !== undefined && typeof value !== 'boolean') {
-    throw new InvalidOptionError(option, where, 'true or false', value);
   }
 }
 

@@ -1,8 +1,8 @@
 /** What `router.ssh()` takes: the destination, its jump hosts, and how to authenticate to and check each. */
 import { InvalidOptionError } from '../core/errors.js';
-import { integer, knownOptions, milliseconds, optionsObject, text } from '../core/options.js';
+import { boolean, integer, knownOptions, milliseconds, optionsObject, text } from '../core/options.js';
 import type { CommonOptions } from './bootstrap.js';
-import { COMMON_OPTIONS, flag, optionNames, requireHostname, secret } from './method-options.js';
+import { COMMON_OPTIONS, optionNames, requireHostname, secret } from './method-options.js';
 
 /** How unknown and changed host keys are treated. */
 export type HostKeyPolicy = 'strict' | 'accept-new' | 'ignore';
@@ -150,7 +150,7 @@ export function checkSshOptions(options: SshOptions, where: string): void {
   if (options.sshConfig !== undefined && options.sshConfig !== false) {
     text(options.sshConfig, 'sshConfig', where, undefined, MAX_PATH);
   }
-  flag(options.matchExec, 'matchExec', where);
+  boolean(options.matchExec, 'matchExec', where);
 }
 
 /** The credentials only `ssh` takes: a key itself, and the agent. */

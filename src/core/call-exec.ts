@@ -5,6 +5,7 @@
  * `context.exec()` does from the master.
  */
 import { spawn } from 'node:child_process';
+import { killGroup } from './process-group.js';
 
 /** Options of `CallThis.exec`. */
 export interface CallExecOptions {
@@ -88,17 +89,13 @@ export function execForCall(
     child.stdin?.on('error', () => {});
     child.stdin?.end(options.input);
     let killTimer: ReturnType<typeof setTimeout> | undefined;
-    const killGroup = (name: NodeJS.Signals) => {
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, name);
-      } catch {
-        // The group is gone.
-      }
+    const signalGroup = (name: NodeJS.Signals) => {
+      if (child.pid !== undefined) killGroup(child.pid, name);
     };
     const onAbort = () => {
-      killGroup('SIGTERM');
+      signalGroup('SIGTERM');
       killTimer = setTimeout(() => {
-        killGroup('SIGKILL');
+        signalGroup('SIGKILL');
         // A process that left the group (setsid) may hold the pipes open: close ends only once they are.
         child.stdout?.destroy();
         child.stderr?.destroy();
@@ -114,7 +111,7 @@ export function execForCall(
       if (killTimer) clearTimeout(killTimer);
       // What the group's leader left behind goes with it once the call was stopped.
       if (signal.aborted) {
-        killGroup('SIGKILL');
+        signalGroup('SIGKILL');
         reject(signal.reason);
         return;
       }

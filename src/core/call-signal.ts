@@ -136,11 +136,6 @@ export class CallStop {
     return this.fallback as unknown as AbortSignal;
   }
 
-  /** True once the caller stopped the call. */
-  get stopped(): boolean {
-    return this.reason !== undefined;
-  }
-
   /** Aborts the call's signal (now, or as it is made). */
   stop(kind: StopKind, timeoutMs: number | undefined): void {
     if (this.reason) return;

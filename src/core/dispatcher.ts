@@ -102,10 +102,7 @@ export class Dispatcher {
 
   private settled(key: string | undefined, user: boolean): void {
     if (key !== undefined) this.running.delete(key);
-    if (user && this.options.state) {
-      this.options.state.restore();
-      this.options.state.restoreTitle();
-    }
+    if (user) this.options.state?.restore();
   }
 
   private callFunction(call: CallPayload, stop: CallStop): unknown {

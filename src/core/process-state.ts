@@ -98,6 +98,13 @@ export class ProcessState {
     if (argv.length !== 2 || argv[0] !== this.argv[0] || argv[1] !== CALL_ARGV_NAME) process.argv = this.argv.slice();
     if (process.umask() !== this.umask) process.umask(this.umask);
     if (process.exitCode !== undefined) process.exitCode = undefined;
+    if (process.title !== this.title) {
+      try {
+        process.title = this.title;
+      } catch {
+        // Not permitted everywhere; purely cosmetic.
+      }
+    }
     if (this.added.length > 0 || this.removed.length > 0) this.restoreListeners();
     // process.removeAllListeners() takes the hooks too, silently for the last one.
     if (!(process.listeners('removeListener' as 'exit') as Listener[]).includes(this.hooks[1])) this.reattachHooks();
@@ -111,17 +118,6 @@ export class ProcessState {
       process.on('removeListener', removed);
     } finally {
       this.restoring = false;
-    }
-  }
-
-  /** Whether `process.title` was changed; checked apart from `restore` as it costs a system call on some platforms. */
-  restoreTitle(): void {
-    if (process.title !== this.title) {
-      try {
-        process.title = this.title;
-      } catch {
-        // Not permitted everywhere; purely cosmetic.
-      }
     }
   }
 

@@ -1,19 +1,12 @@
 /**
- * Signalling a process group by its leader's PID: what commands and jobs
- * do to stop everything a program started in its group; and a process
- * tree, for an isolated call's interpreter.
+ * Process groups and trees: what commands and jobs do to stop everything
+ * a program started in its group (`killGroup`, from the core, where
+ * `this.exec()` uses it too); and a process tree, for an isolated call's
+ * interpreter.
  */
 import * as fs from 'node:fs';
 
-/** Sends `signal` to the process group `pid` leads; false when the group is gone. */
-export function killGroup(pid: number, signal: string): boolean {
-  try {
-    process.kill(-pid, signal);
-    return true;
-  } catch {
-    return false;
-  }
-}
+export { killGroup } from '../core/process-group.js';
 
 /** False once no process is left in the group `pid` leads. */
 export function groupAlive(pid: number): boolean {
