@@ -104,18 +104,19 @@ function stopReason(kind: StopKind, timeoutMs: number | undefined): Error {
 
 /** One call in flight: its signal, made on first use. */
 export class CallStop {
-  /** The function's `this`: a plain object, so stack frames read `Object.<anonymous>`, not a minified class name. */
-  readonly self: CallThis;
+  private this_: CallThis | undefined;
 
-  /** A call not stopped yet; its signal is made when first asked for. */
-  constructor() {
+  /** The function's `this`: a plain object, so stack frames read `Object.<anonymous>`, not a minified class name; made on first use. */
+  get self(): CallThis {
+    if (this.this_) return this.this_;
     const stop = this;
-    this.self = {
+    this.this_ = {
       get signal() {
         return stop.signal;
       },
       exec: (file, args = [], options = {}) => execForCall(file, args, options, stop.signal),
     };
+    return this.this_;
   }
 
   private controller: AbortController | undefined;
@@ -161,12 +162,17 @@ function abortWith(controller: AbortController, reason: Error): void {
 /** The call whose function is running synchronously right now (see `callSignal`). */
 let running: CallStop | undefined;
 
-/** Runs `fn` with `stop` as the running call, for `callSignal()`. */
-export function runAs<T>(stop: CallStop, fn: () => T): T {
+/** Calls `fn` on `self` with `args`, with `stop` as the running call, for `callSignal()`. */
+export function runAs(
+  stop: CallStop,
+  fn: (...args: unknown[]) => unknown,
+  self: unknown,
+  args: unknown[] | undefined,
+): unknown {
   const outer = running;
   running = stop;
   try {
-    return fn();
+    return args === undefined ? fn.call(self) : fn.apply(self, args);
   } finally {
     running = outer;
   }

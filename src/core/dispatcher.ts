@@ -77,10 +77,10 @@ export class Dispatcher {
     if (user) this.options.beforeCall?.();
     let result: unknown;
     try {
-      result = explained(() =>
-        call.m !== undefined ? this.callExport(call, call.m, String(call.e), stop) : this.callFunction(call, stop),
-      );
+      result =
+        call.m !== undefined ? this.callExport(call, call.m, String(call.e), stop) : this.callFunction(call, stop);
     } catch (error) {
+      explainReferenceError(error);
       this.settled(key, user);
       throw error;
     }
@@ -94,6 +94,7 @@ export class Dispatcher {
         return value;
       },
       (error: unknown) => {
+        explainReferenceError(error);
         this.settled(key, user);
         throw error;
       },
@@ -141,7 +142,7 @@ export class Dispatcher {
     // every stack frame (`Object.deploy`), which local code called plainly lacks.
     const self = readsThis(factory, source) ? stop.self : undefined;
     const fn = factory.call(self, loaders[0], loaders[1]);
-    return runAs(stop, () => fn.apply(self, args));
+    return runAs(stop, fn as (...args: unknown[]) => unknown, self, args);
   }
 
   /** The `require` and `import` of `from` in a module cache of the call's own (`CallOptions.fresh`). */
@@ -163,7 +164,7 @@ export class Dispatcher {
         `export '${name}' of module ${path} ${what}; only functions can be called through context.import()`,
       );
     }
-    return runAs(stop, () => value.apply(namespace, call.a));
+    return runAs(stop, value as (...args: unknown[]) => unknown, namespace, call.a);
   }
 }
 
@@ -181,22 +182,4 @@ function readsThis(factory: FunctionFactory, source: string): boolean {
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return value !== null && typeof value === 'object' && typeof (value as PromiseLike<unknown>).then === 'function';
-}
-
-/** `run()`'s result, with a ReferenceError it throws or rejects with explained (see `explainReferenceError`). */
-function explained(run: () => unknown): unknown {
-  let result: unknown;
-  try {
-    result = run();
-  } catch (error) {
-    explainReferenceError(error);
-    throw error;
-  }
-  if (isThenable(result)) {
-    return Promise.resolve(result).catch((error: unknown) => {
-      explainReferenceError(error);
-      throw error;
-    });
-  }
-  return result;
 }

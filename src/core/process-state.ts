@@ -31,6 +31,14 @@ export class ProcessState {
   private readonly envProxy: NodeJS.ProcessEnv;
   private readonly argv: string[];
   private readonly umask = process.umask();
+  /**
+   * Set when a call passed a mask to `process.umask()`, watched through a
+   * wrapper because reading the mask back after every call takes two syscalls.
+   */
+  private umaskChanged = false;
+  /** Node's own `process.umask`, and the wrapper that stands in for it. */
+  private readonly umaskOf: typeof process.umask;
+  private readonly umaskWatch: typeof process.umask;
   private readonly title: string;
   private envChanged = false;
   /** Listeners added to `process` since the last restore, and tendril's own that were removed. */
@@ -64,6 +72,16 @@ export class ProcessState {
       },
     });
     process.env = this.envProxy;
+    const umaskOf = process.umask;
+    this.umaskOf = umaskOf;
+    const noteUmask = () => {
+      this.umaskChanged = true;
+    };
+    this.umaskWatch = function umask(this: unknown, ...args: unknown[]) {
+      if (args[0] !== undefined) noteUmask();
+      return (umaskOf as (...a: unknown[]) => number).apply(this, args);
+    } as typeof process.umask;
+    process.umask = this.umaskWatch;
     const baseline = new Set<Listener>();
     for (const event of process.eventNames()) {
       for (const listener of process.listeners(event as 'exit')) baseline.add(listener as Listener);
@@ -96,7 +114,12 @@ export class ProcessState {
     if (process.env !== this.envProxy || this.envChanged) this.restoreEnv();
     const argv = process.argv;
     if (argv.length !== 2 || argv[0] !== this.argv[0] || argv[1] !== CALL_ARGV_NAME) process.argv = this.argv.slice();
-    if (process.umask() !== this.umask) process.umask(this.umask);
+    if (this.umaskChanged || process.umask !== this.umaskWatch) {
+      this.umaskChanged = false;
+      process.umask = this.umaskWatch;
+      const umaskOf = this.umaskOf as (mask?: number) => number;
+      if (umaskOf.call(process) !== this.umask) umaskOf.call(process, this.umask);
+    }
     if (process.exitCode !== undefined) process.exitCode = undefined;
     if (process.title !== this.title) {
       try {
