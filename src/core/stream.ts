@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { EventEmitter } from 'eventemitter3';
 import { StreamError } from './errors.js';
@@ -104,11 +105,11 @@ export class Stream extends EventEmitter<StreamEvents> {
   /** Messages that arrived during a blocking request, delivered once it is over. */
   private deferred: Message[] = [];
   private blocking = false;
-  private corked = false;
-  private readonly uncork = (): void => {
-    this.corked = false;
-    this.output.uncork();
-  };
+  /** The descriptor under `output`, written directly while nothing waits in `output` (see `flush`). */
+  private readonly fd: number | undefined;
+  /** Frames sent this tick, written together once it ends (see `flush`). */
+  private pending: Uint8Array[] = [];
+  private readonly flush = (): void => this.writePending();
   /** Called once the queue for the peer has emptied (see `whenDrained`). */
   private readonly drainWaiters: (() => void)[] = [];
   /** Streams this one does not read until they drain (see `waitFor`). */
@@ -121,6 +122,7 @@ export class Stream extends EventEmitter<StreamEvents> {
     this.input = options.input;
     this.output = options.output;
     this.socket = options.socket;
+    this.fd = descriptorOf(options.output);
     this.decoder = new FrameDecoder(options.maxMessageSize);
     this.maxQueuedBytes = options.maxQueuedBytes ?? Math.max(256 * 1024 * 1024, 2 * options.maxMessageSize);
     this.input.on('data', this.onData);
@@ -143,13 +145,16 @@ export class Stream extends EventEmitter<StreamEvents> {
 
   /** Bytes written but not yet taken by the peer (queued in this process). */
   get queuedBytes(): number {
-    return this.output.writableLength;
+    return this.output.writableLength + this.pendingBytes;
   }
 
   /** True when more than `STREAM_HIGH_WATER` bytes wait for the peer: writers should wait for `whenDrained`. */
   get needsDrain(): boolean {
-    return this.output.writableLength > STREAM_HIGH_WATER;
+    return this.queuedBytes > STREAM_HIGH_WATER;
   }
+
+  /** Bytes of the frames sent this tick, not yet written. */
+  private pendingBytes = 0;
 
   /** Largest payload accepted, in bytes. */
   get maxMessageSize(): number {
@@ -170,25 +175,51 @@ export class Stream extends EventEmitter<StreamEvents> {
   send(message: Message): boolean {
     if (this.closeReason !== undefined) return false;
     const parts = encodeFrame(message);
-    // Messages sent in one tick leave in one write (writev): a burst of
-    // small messages costs one system call and one write request, not one each.
-    if (!this.corked) {
-      this.corked = true;
-      this.output.cork();
-      process.nextTick(this.uncork);
-    }
+    // Messages sent in one tick leave in one write: a burst of small
+    // messages costs one system call, not one each.
+    if (this.pending.length === 0) process.nextTick(this.flush);
     for (const part of parts) {
-      this.output.write(part);
+      this.pending.push(part);
+      this.pendingBytes += part.length;
       this.stats.bytesOut += part.length;
     }
     this.stats.messagesOut++;
-    const queued = this.output.writableLength;
+    const queued = this.queuedBytes;
     if (queued > this.maxQueuedBytes) {
       this.close(
         `${this.name} is not reading its input: ${queued} bytes were queued for it, over the limit of ${this.maxQueuedBytes}`,
       );
     }
     return true;
+  }
+
+  /**
+   * Writes the frames sent this tick. While `output` holds nothing, they go
+   * straight to its descriptor, in one system call: Node's stream machinery
+   * costs more than the write itself for a small frame. What the
+   * descriptor does not take (a full pipe: EAGAIN), and everything while
+   * `output` holds bytes, goes through `output`, which keeps the order and
+   * waits for the pipe.
+   */
+  private writePending(): void {
+    const parts = this.pending;
+    if (parts.length === 0) return;
+    this.pending = [];
+    this.pendingBytes = 0;
+    if (this.closeReason !== undefined) return;
+    let written = 0;
+    if (this.fd !== undefined && this.output.writableLength === 0) {
+      written = writeDirect(this.fd, parts);
+    }
+    let skip = written;
+    for (const part of parts) {
+      if (skip >= part.length) {
+        skip -= part.length;
+        continue;
+      }
+      this.output.write(skip > 0 ? part.subarray(skip) : part);
+      skip = 0;
+    }
   }
 
   /**
@@ -205,6 +236,7 @@ export class Stream extends EventEmitter<StreamEvents> {
    */
   blockingRequest(message: Message, io: BlockingIo, isReply: (m: Message) => boolean, timeoutMs: number): Message {
     if (this.closeReason !== undefined) throw new StreamError(`stream to ${this.name} is closed: ${this.closeReason}`);
+    this.writePending();
     const output = this.output as Writable & { _handle?: { writeQueueSize?: number } };
     // Bytes queued in the socket would be overtaken by a direct write, tearing a frame.
     if (output.writableLength > 0 || (output._handle?.writeQueueSize ?? 0) > 0) {
@@ -285,6 +317,8 @@ export class Stream extends EventEmitter<StreamEvents> {
 
   /** Calls `callback` once, when the queue for the peer has emptied or the stream has closed. */
   whenDrained(callback: () => void): void {
+    // Written now, so that what is left, if anything, is in `output`, which says when it drains.
+    this.writePending();
     if (this.closeReason !== undefined || this.output.writableLength === 0) {
       callback();
       return;
@@ -325,6 +359,10 @@ export class Stream extends EventEmitter<StreamEvents> {
   /** Closes both directions and emits `close` once with `reason`. */
   close(reason: string): void {
     if (this.closeReason !== undefined) return;
+    // Frames sent this tick still leave, as they did before the close: end() flushes them.
+    for (const part of this.pending) this.output.write(part);
+    this.pending = [];
+    this.pendingBytes = 0;
     this.closeReason = reason;
     this.input.off('data', this.onData);
     // Errors after close are expected (EPIPE and the like) and carry no news.
@@ -347,6 +385,27 @@ export class Stream extends EventEmitter<StreamEvents> {
       else throw error;
     }
   };
+}
+
+/** The descriptor of a pipe or socket stream, when Node exposes it; undefined for anything else (an SSH channel). */
+function descriptorOf(output: Writable): number | undefined {
+  const fd = (output as Writable & { _handle?: { fd?: unknown } })._handle?.fd;
+  return typeof fd === 'number' && fd >= 0 ? fd : undefined;
+}
+
+/**
+ * Writes `parts` to `fd`, which is non-blocking (libuv made it so): the
+ * bytes it took, 0 when it takes none now or fails (the stream's own write
+ * then meets the error and closes the stream).
+ */
+function writeDirect(fd: number, parts: Uint8Array[]): number {
+  try {
+    if (parts.length === 1) return fs.writeSync(fd, parts[0] as Uint8Array);
+    // Node before 12.9 has no writevSync.
+    return typeof fs.writevSync === 'function' ? fs.writevSync(fd, parts) : fs.writeSync(fd, Buffer.concat(parts));
+  } catch {
+    return 0;
+  }
 }
 
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
