@@ -8,6 +8,11 @@ import type { Stream } from './stream.js';
 export class EventLoopHolds {
   private readonly streams = new Set<Stream>();
   private inflight = 0;
+  /** Whether child streams are referenced now: they stay so until `unrefLater` runs. */
+  private referenced = false;
+  private unrefScheduled = false;
+  /** The stream to the parent, kept referenced (see `release`). */
+  private parent: Stream | undefined;
 
   /** Operations in flight that keep the event loop alive (tests watch it for leaks). */
   get count(): number {
@@ -17,7 +22,7 @@ export class EventLoopHolds {
   /** Starts following `stream`; `parent` is the stream to the parent, if any. */
   attach(stream: Stream, parent: Stream | undefined): void {
     this.streams.add(stream);
-    if (this.inflight === 0 && stream !== parent) stream.unref();
+    if (!this.referenced && stream !== parent) stream.unref();
   }
 
   /** Stops following a closed stream. */
@@ -27,19 +32,36 @@ export class EventLoopHolds {
 
   /** One more request in flight: child streams keep the event loop alive. */
   hold(): void {
-    if (this.inflight++ === 0) for (const stream of this.streams) stream.ref();
+    if (this.inflight++ === 0 && !this.referenced) {
+      this.referenced = true;
+      for (const stream of this.streams) stream.ref();
+    }
   }
 
   /** Puts `stream` back in line with the requests in flight (see `MessageSwitch.followHolds`). */
   follow(stream: Stream, parent: Stream | undefined): void {
-    if (this.inflight > 0 || stream === parent) stream.ref();
+    if (this.referenced || stream === parent) stream.ref();
     else stream.unref();
   }
 
   /** Undoes one `hold()`; when none remain, child streams stop keeping the process alive. */
   release(parent: Stream | undefined): void {
-    if (--this.inflight === 0) {
-      for (const stream of this.streams) if (stream !== parent) stream.unref();
+    if (--this.inflight > 0) return;
+    this.parent = parent;
+    // Not at once: calls made one after another would otherwise ref and
+    // unref every child stream's handles for each call, a cost that grows
+    // with the number of children. Once the event loop has turned with
+    // nothing in flight, they are unreferenced.
+    if (!this.unrefScheduled) {
+      this.unrefScheduled = true;
+      setImmediate(this.unrefLater).unref?.();
     }
   }
+
+  private readonly unrefLater = (): void => {
+    this.unrefScheduled = false;
+    if (this.inflight > 0 || !this.referenced) return;
+    this.referenced = false;
+    for (const stream of this.streams) if (stream !== this.parent) stream.unref();
+  };
 }
