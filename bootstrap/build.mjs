@@ -40,22 +40,43 @@ const childDebug = {
 // (Debian's), a child pays at its start for every built-in it requires:
 // crypto about 5 ms, fs about 4 ms (requiring it from user land reads every
 // export, and fs.ReadStream and fs.promises load the stream classes and the
-// promises API), zlib about 1.5 ms. The core gets an object of the module's
-// exports (as this Node lists them) whose getters require it when one is
-// first read.
-const LAZY_IN_CHILDREN = ['crypto', 'fs', 'zlib'];
+// promises API), zlib about 1.5 ms, child_process (with dgram and the
+// socket list) about 0.5 MB of an idle child's memory. The core gets an
+// ES module in its place whose exports load the module when first used: a
+// function for each of its functions, a proxy for each class or object
+// (its members read, called or constructed), and the value itself for a
+// primitive (read when the core starts, so only one the core uses). Being
+// an ES module, only what the core uses is bundled, with no getter per
+// export and no copy of the namespace per importing file.
+const LAZY_IN_CHILDREN = ['child_process', 'crypto', 'fs', 'os', 'zlib'];
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
 const lazyBuiltins = {
   name: 'lazy-builtins',
   setup(build) {
     const filter = new RegExp(`^node:(${LAZY_IN_CHILDREN.join('|')})$`);
     build.onResolve({ filter }, (args) => ({ path: args.path.slice('node:'.length), namespace: 'lazy-builtin' }));
     build.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, async (args) => {
-      const names = Object.keys(await import(`node:${args.path}`)).filter((name) => name !== 'default');
+      const module = await import(`node:${args.path}`);
       const id = JSON.stringify(args.path);
-      return {
-        loader: 'js',
-        contents: `let m;for(const k of ${JSON.stringify(names)})Object.defineProperty(exports,k,{enumerable:true,get:()=>(m||(m=require(${id})))[k]});`,
-      };
+      const lines = [
+        `let m;const load=()=>m||(m=require(${id}));`,
+        'const member=(n)=>new Proxy(function(){},{get:(t,k)=>Reflect.get(load()[n],k),has:(t,k)=>k in load()[n],apply:(t,self,a)=>Reflect.apply(load()[n],self,a),construct:(t,a)=>Reflect.construct(load()[n],a)});',
+        'const value=(n)=>load()[n];',
+      ];
+      for (const name of Object.keys(module)) {
+        if (name === 'default') continue;
+        if (!IDENTIFIER.test(name)) throw new Error(`node:${args.path} exports ${name}, not an identifier`);
+        const exported = module[name];
+        const key = JSON.stringify(name);
+        if (typeof exported === 'function' && /^[a-z_]/.test(name)) {
+          lines.push(`export function ${name}(){const x=load();return x[${key}].apply(x,arguments)}`);
+        } else if (exported !== null && (typeof exported === 'function' || typeof exported === 'object')) {
+          lines.push(`export const ${name}=/* @__PURE__ */member(${key});`);
+        } else {
+          lines.push(`export const ${name}=/* @__PURE__ */value(${key});`);
+        }
+      }
+      return { loader: 'js', contents: lines.join('\n') };
     });
   },
 };

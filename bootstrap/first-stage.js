@@ -99,9 +99,12 @@
       }
     }
     // </code-cache>
-    const source = z ? r('zlib').inflateRawSync(core) : core;
-    const script = new (r('vm').Script)(source + '', options);
-    script.runInThisContext()(r).boot(s, o, core, z, r, script, options);
+    const source = (z ? r('zlib').inflateRawSync(core) : core) + '';
+    const script = new (r('vm').Script)(source, options);
+    // The core keeps the deflated bytes (to start children over a network), or the source as V8 already holds it.
+    script
+      .runInThisContext()(r)
+      .boot(s, o, z ? core : source, z, r, script, options);
   };
   const onEnd = () => {
     p.stderr.write('tendril: stream closed after ' + got + ' bytes, before the ' + n + '-byte core had arrived\n');

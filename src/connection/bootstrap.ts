@@ -179,24 +179,9 @@ async function startChild<O extends CommonOptions>(
   debug('%s: starting %s (id %d) %s', router.name, name, ids.id, transport.where);
   session.step = `waiting for Node to start (${transport.where})`;
 
-  const tail: string[] = [];
-  const lines = new LineSplitter((text) => {
-    tail.push(text);
-    if (tail.length > TAIL_LINES) tail.shift();
-    runtime.onChildLog({ contextId: ids.id, contextName: name, text });
-  });
-  const outputDone = new Promise<void>((resolve) => {
-    transport.stderr.on('data', (chunk: Buffer) => lines.push(chunk));
-    transport.stderr.on('end', () => {
-      lines.flush();
-      resolve();
-    });
-    transport.stderr.on('error', () => resolve());
-  });
-  (transport.stderr as { unref?: () => void }).unref?.();
-  // A target that dies early makes writes fail (EPIPE); its exit is what gets reported.
-  transport.stdin.on('error', (error) => debug('%s: writing to %s failed: %s', router.name, name, error.message));
-  transport.stdout.on('error', (error) => debug('%s: reading from %s failed: %s', router.name, name, error.message));
+  const { tail, lines, done: outputDone } = childOutput(runtime, transport, ids.id, name);
+  // Waited for by the start's races only: detached once it is over (see detachable).
+  const exit = detachable(transport.process.exited);
 
   const sameBinary = method.sameMachine === true && node?.length === 1 && node[0] === process.execPath;
   // Whether the core went out for the interpreter that will read it (a shell that asks for a runtime drops the first).
@@ -223,7 +208,7 @@ async function startChild<O extends CommonOptions>(
   const early: EarlyOutput = { bytes: Buffer.alloc(0) };
   // Why the child died, once its process has exited and its last output is in.
   const ended = async (): Promise<BootstrapError> => {
-    const status = await transport.process.exited;
+    const status = await exit.promise;
     await within(outputDone, OUTPUT_SETTLE, undefined);
     const before = early.bytes.toString('utf8').replace(/\r/g, '').trim();
     return explain(
@@ -324,7 +309,68 @@ async function startChild<O extends CommonOptions>(
     throw failure;
   } finally {
     clearTimeout(timer);
+    exit.detach();
   }
+}
+
+/**
+ * The child's stderr, as log records and as the last lines an error
+ * quotes, and its pipes' errors, for the child's whole life. Set up here
+ * rather than in startChild: a closure keeps every variable of its
+ * function that any closure there uses, so listeners made there would keep
+ * all the start held (about 10 KB a context) for as long as the child runs.
+ */
+function childOutput(
+  runtime: Runtime,
+  transport: Transport,
+  id: number,
+  name: string,
+): { tail: string[]; lines: LineSplitter; done: Promise<void> } {
+  const tail: string[] = [];
+  const lines = new LineSplitter((text) => {
+    tail.push(text);
+    if (tail.length > TAIL_LINES) tail.shift();
+    runtime.onChildLog({ contextId: id, contextName: name, text });
+  });
+  const done = new Promise<void>((resolve) => {
+    transport.stderr.on('data', (chunk: Buffer) => lines.push(chunk));
+    transport.stderr.on('end', () => {
+      lines.flush();
+      resolve();
+    });
+    transport.stderr.on('error', () => resolve());
+  });
+  (transport.stderr as { unref?: () => void }).unref?.();
+  // A target that dies early makes writes fail (EPIPE); its exit is what gets reported.
+  transport.stdin.on('error', (error) =>
+    debug('%s: writing to %s failed: %s', runtime.router.name, name, error.message),
+  );
+  transport.stdout.on('error', (error) =>
+    debug('%s: reading from %s failed: %s', runtime.router.name, name, error.message),
+  );
+  return { tail, lines, done };
+}
+
+/**
+ * `promise`'s outcome until `detach()`, then never. The start's races wait
+ * for the child's exit; without this, what waits (and all it holds) would
+ * stay reachable from the process's exit for the child's whole life.
+ */
+function detachable<T>(promise: Promise<T>): { promise: Promise<T>; detach(): void } {
+  let settle: { resolve(value: T): void; reject(reason: unknown): void } | undefined;
+  const watched = new Promise<T>((resolve, reject) => {
+    settle = { resolve, reject };
+  });
+  promise.then(
+    (value) => settle?.resolve(value),
+    (reason) => settle?.reject(reason),
+  );
+  return {
+    promise: watched,
+    detach: () => {
+      settle = undefined;
+    },
+  };
 }
 
 /**

@@ -22,8 +22,22 @@ export const HELLO = 'tendril:1\n';
  * started with.
  */
 export function firstStage(template: string, core: CoreDelivery): string {
-  return template.replace(CORE_PLACEHOLDER, `[${core.size},${core.deflated ? 1 : 0}]`);
+  const key = `${core.size},${core.deflated ? 1 : 0}`;
+  const made = stages.get(template)?.get(key);
+  if (made !== undefined) return made;
+  const stage = template.replace(CORE_PLACEHOLDER, `[${key}]`);
+  // A context starts its children with one or two templates and two forms of the core.
+  if (stages.size >= 4) stages.clear();
+  stages.set(template, (stages.get(template) ?? new Map<string, string>()).set(key, stage));
+  return stage;
 }
+
+/**
+ * First stages made, by template and how the core comes: every child's
+ * process object keeps its argv, so children started alike share one
+ * string instead of a kilobyte each.
+ */
+const stages = new Map<string, Map<string, string>>();
 
 /**
  * What the parent writes before any message: the code cache's length (4

@@ -20,9 +20,13 @@ export const MAX_OBJECTS = 1 << 21;
  * and one huge value would block the event loop for seconds.
  */
 export const MAX_BIGINT_BYTES = 64 * 1024;
-/** Bigints in `[BIGINT_MIN, BIGINT_END)` fit in `MAX_BIGINT_BYTES`. */
-export const BIGINT_END = BigInt(1) << BigInt(MAX_BIGINT_BYTES * 8 - 1);
-/** The smallest bigint that fits in `MAX_BIGINT_BYTES`. */
-export const BIGINT_MIN = -BIGINT_END;
+/**
+ * Whether `value` fits in `MAX_BIGINT_BYTES`. Asked of the value itself
+ * rather than compared with the bounds: those are two 64 KiB bigints that
+ * every process would hold for its whole life.
+ */
+export function bigintFits(value: bigint): boolean {
+  return BigInt.asIntN(MAX_BIGINT_BYTES * 8, value) === value;
+}
 /** Largest 32-bit header field: context IDs and handles. */
 export const MAX_HEADER_FIELD = 0xffffffff;

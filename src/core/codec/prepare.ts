@@ -1,6 +1,6 @@
 import { UnsupportedValueError } from '../errors.js';
 import { SENDER_REFERENCE } from '../symbols.js';
-import { BIGINT_END, BIGINT_MIN, MAX_BIGINT_BYTES, MAX_DEPTH } from './limits.js';
+import { bigintFits, MAX_BIGINT_BYTES, MAX_DEPTH } from './limits.js';
 import { WireMap } from './maps.js';
 import { WireSender } from './references.js';
 import { errorFields, WireError } from './wire-errors.js';
@@ -32,7 +32,7 @@ let preparedReferences: object[] | undefined;
 export function prepare(value: unknown, path: string, depth: number, seen: Set<object> | undefined): unknown {
   switch (typeof value) {
     case 'bigint':
-      if (value < BIGINT_MIN || value >= BIGINT_END) {
+      if (!bigintFits(value)) {
         throw new UnsupportedValueError(
           path,
           `a bigint larger than ${MAX_BIGINT_BYTES} bytes (${MAX_BIGINT_BYTES * 8} bits with the sign); send it as a string or Buffer`,

@@ -1,4 +1,4 @@
-import { BIGINT_END, BIGINT_MIN } from '../codec/limits.js';
+import { bigintFits } from '../codec/limits.js';
 
 /**
  * What of an error travels besides its name, message and stack: its own
@@ -82,7 +82,7 @@ function copy(value: unknown, budget: FieldBudget, depth: number): unknown {
     case 'undefined':
       return spend(budget, 8) ? value : DROPPED;
     case 'bigint':
-      if (value < BIGINT_MIN || value >= BIGINT_END) return DROPPED;
+      if (!bigintFits(value)) return DROPPED;
       // Hex digits over two: its size in bytes.
       return spend(budget, 8 + (value.toString(16).length >> 1)) ? value : DROPPED;
     case 'object':
