@@ -160,7 +160,6 @@ try {
   await bulk();
   await steps();
   await fanOut();
-  progress(`scale: ${SCALE.mids * SCALE.per} contexts through ${SCALE.mids} intermediates (bench/compare/scale.ts)`);
   const scaled = await scale(SCALE, env);
   rows.push(...scaled.rows);
   scaleRaw = scaled.raw;
