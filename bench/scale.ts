@@ -65,4 +65,12 @@ console.log(
   "\nprojection (d, each intermediate's own cost, is the fan-out's, which npm run bench measures):\n" +
     projectionTable(raw),
 );
+const heldPerLeaf =
+  (median(raw.tendril.large.map((r) => r.heap ?? Number.NaN)) -
+    median(raw.tendril.small.map((r) => r.heap ?? Number.NaN))) /
+  (mids * (per - raw.shape.smallPer));
+console.log(
+  `  tendril: the heap a context behind an intermediate leaves in the master (after a full collection, ` +
+    `${mids * raw.shape.smallPer} to ${mids * per}): ${format(heldPerLeaf, 'bytes')}`,
+);
 if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ summaries, raw }, null, 2)}\n`);

@@ -40,6 +40,9 @@ export interface ScaleRun {
   fleetAgainMs?: number;
   allCpuMs?: number;
   fleetAgainCpuMs?: number;
+  /** tendril only: the JavaScript heap in use after a full collection, before the first start and at the end. */
+  baseHeap?: number;
+  heap?: number;
 }
 
 /** The shape of the row: `mids` intermediates each starting `per` contexts, and the smaller run's `per`. */

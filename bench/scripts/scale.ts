@@ -4,6 +4,8 @@
 // the wall times, this master's RSS and open fds before and at the peak,
 // and its descendants' memory (bench/peers/mitogen_bench.py's `scale`
 // mode prints the same for Mitogen).
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { type Context, Router } from 'tendril';
 import { commandLine } from '../cli.js';
 import { descendantsMemory, fdTargets, openFds, statusBytes } from '../compare/proc.js';
@@ -20,6 +22,14 @@ open fds, and its descendants' memory, as JSON.`,
 }).positionals.map(Number) as [number, number];
 
 const pid = () => process.pid;
+// A full collection on demand, for the heap a context leaves behind (not the garbage its start made).
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+/** The JavaScript heap in use after a full collection, in bytes. */
+const heldHeap = () => {
+  gc();
+  return process.memoryUsage().heapUsed;
+};
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 
 const router = new Router();
@@ -28,6 +38,7 @@ try {
   const baseRss = statusBytes('VmRSS');
   const baseFds = openFds();
   const baseFdKinds = fdKinds();
+  const baseHeap = heldHeap();
   const cpuBefore = process.cpuUsage();
   const started = performance.now();
   const leaves = (
@@ -68,6 +79,9 @@ try {
     fdKinds: fdKinds(),
   };
 
+  // After the figures above were read: collecting changes RSS.
+  const heap = heldHeap();
+
   // The same calls without the fleet, warm (after the peak was read): what the fleet's own work costs beside them.
   const cpuBeforeAll = process.cpuUsage();
   const allStarted = performance.now();
@@ -96,6 +110,8 @@ try {
       baseFds,
       baseFdKinds,
       ...peak,
+      baseHeap,
+      heap,
       children: children.count,
       childrenRss: children.rss,
       childrenPss: children.pss,
