@@ -31,6 +31,8 @@ import {
   versionOf,
 } from './compare/processes.js';
 import { markdownTable, printTable, type Row, type Summary, summarise } from './compare/results.js';
+import { SCALE_SHAPES, type ScaleRaw, scale, scaleGroup } from './compare/scale.js';
+import { projectionTable } from './compare/scale-projection.js';
 import {
   bytes,
   callsOf,
@@ -72,6 +74,7 @@ const BULK_MIB = SMOKE ? 4 : 256;
 const COMMANDS = SMOKE ? 10 : 100;
 const STEPS = SMOKE ? 2 : 20;
 const FAN_OUT = SMOKE ? [2, 4] : [10, 50, 100];
+const SCALE = SMOKE ? SCALE_SHAPES.smoke : SCALE_SHAPES.full;
 
 /** Times `import('tendril')` in a fresh Node, from the package's own directory, in ms. */
 const IMPORT_TENDRIL =
@@ -95,6 +98,7 @@ const GROUPS = {
   commands: `${COMMANDS} commands on one host`,
   steps: `${STEPS} trivial steps on one host (whole process)`,
   fanout: 'Fan-out: local contexts started at once, one call each (fresh master)',
+  scale: scaleGroup(SCALE),
   memory: 'Memory',
   bytes: 'Bytes on the wire',
   cpu: 'CPU per 10,000 empty calls (user + system)',
@@ -113,6 +117,8 @@ const extraCaCerts = process.env.NODE_EXTRA_CA_CERTS;
 delete process.env.NODE_EXTRA_CA_CERTS;
 
 const rows: Row[] = [];
+/** The scale row's raw reports, for --json (docs/performance.md's projection reads them). */
+let scaleRaw: ScaleRaw | undefined;
 /** Mitogen FileService throughput (MB/s), from its in-process run, for the bulk rows. */
 const mitogenCopy: Record<string, number> = {};
 const bed = await startTestbed();
@@ -154,6 +160,9 @@ try {
   await bulk();
   await steps();
   await fanOut();
+  const scaled = await scale(SCALE, env);
+  rows.push(...scaled.rows);
+  scaleRaw = scaled.raw;
 } finally {
   await bed.stop();
   rmSync(scratch, { recursive: true, force: true });
@@ -165,7 +174,10 @@ const summaries = rows.sort((a, b) => order.indexOf(a.group) - order.indexOf(b.g
 console.log(`\ntendril ${SMOKE ? 'smoke run' : 'benchmark'}: ${machine()}`);
 printTable(summaries);
 if (flags.json)
-  writeFileSync(flags.json, `${JSON.stringify({ machine: machine(), versions: versions(), summaries }, null, 2)}\n`);
+  writeFileSync(
+    flags.json,
+    `${JSON.stringify({ machine: machine(), versions: versions(), summaries, scale: scaleRaw }, null, 2)}\n`,
+  );
 if (flags['write-docs']) await writeDocs(summaries);
 
 /** Appends `value` to the samples under `key`. */
@@ -592,6 +604,22 @@ function versions(): Record<string, string> {
   };
 }
 
+/** The fan-out's master RSS per context, each side: what each intermediate costs the master in the projection. */
+function perDirectContext(all: Summary[]): { tendril?: number; Mitogen?: number } {
+  const row = all.find((s) => s.group === GROUPS.memory && s.metric.startsWith('master RSS per local context'));
+  return row ? { tendril: row.median, Mitogen: row.peers.Mitogen?.median } : {};
+}
+
+/** `doc` with what lies between `<!-- NAME:begin -->` and `<!-- NAME:end -->` replaced by `text`. */
+function replaceBetween(doc: string, name: string, text: string): string {
+  const begin = `<!-- ${name}:begin -->`;
+  const end = `<!-- ${name}:end -->`;
+  const at = doc.indexOf(begin);
+  const until = doc.indexOf(end);
+  if (at === -1 || until === -1) throw new Error(`docs/performance.md has no ${begin} ... ${end} section to rewrite`);
+  return `${doc.slice(0, at)}${begin}\n\n${text}\n\n${doc.slice(until)}`;
+}
+
 /** Rewrites the generated part of docs/performance.md and the plot. */
 async function writeDocs(all: Summary[]): Promise<void> {
   const path = join(ROOT, 'docs', 'performance.md');
@@ -605,7 +633,9 @@ async function writeDocs(all: Summary[]): Promise<void> {
     .map(([name, version]) => `- ${name}: ${version}`)
     .join('\n');
   const generated = `${begin}\n\nMeasured on ${machine()}.\n\n${facts}\n\n${markdownTable(all)}\n\n${end}`;
-  writeFileSync(path, doc.slice(0, at) + generated + doc.slice(until + end.length));
+  let written = doc.slice(0, at) + generated + doc.slice(until + end.length);
+  if (scaleRaw) written = replaceBetween(written, 'scale', projectionTable(scaleRaw, perDirectContext(all)));
+  writeFileSync(path, written);
   // In the layout the lint step (biome) checks.
   execFileSync(join(ROOT, 'node_modules', '.bin', 'biome'), ['format', '--write', path], { stdio: 'ignore' });
   writeFileSync(join(ROOT, 'docs', 'performance.svg'), await plot(all, GROUPS.rtt, GROUPS.bulk));

@@ -42,6 +42,7 @@ export { remoteError, toRemoteErrorInfo } from './core/errors.js';
 export { DEFAULT_MAX_MESSAGE_SIZE, encodeFrame, FrameDecoder } from './core/framing.js';
 export { compileFunction } from './core/function-source.js';
 export { ITEM_OVERHEAD } from './core/holdings.js';
+export { IdPool } from './core/ids.js';
 export { FLAG_DEAD, HEADER_SIZE, Message } from './core/message.js';
 export { MAX_SPECS_PER_REQUEST, MAX_WAITING_MODULE_REQUESTS } from './core/module-protocol.js';
 export { ALLOCATE_ID_SPEC } from './core/protocol/allocate-id.js';

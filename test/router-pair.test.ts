@@ -9,6 +9,7 @@ import {
   FLAG_DEAD,
   type HandleSpec,
   IdAllocator,
+  IdPool,
   integer,
   Message,
   Receiver,
@@ -179,6 +180,34 @@ describe('routers joined in one process', () => {
       ask(grandchild, 0, { ...ALLOCATE_ID_SPEC, request: (v) => v as number }, 10_000),
       ProtocolError,
     );
+  });
+});
+
+describe('a context numbering many children at once', () => {
+  // An intermediate starting 50 children at once (the bench's scale row): its
+  // block runs dry after about 20, and every start waiting on the one refill
+  // must get an ID, not only the first ones to wake.
+  test('every one of 60 concurrent allocations gets a distinct ID, across several refills', async () => {
+    const pair = tree();
+    const allocator = new IdAllocator(pair.master);
+    const mid = await allocator.allocateChild();
+    const child = new Router({ id: mid.id, name: 'mid', parentIds: [0], maxMessageSize: SIZE });
+    const down = new PassThrough();
+    const up = new PassThrough();
+    child.setParentStream(new Stream({ name: 'parent', input: down, output: up, maxMessageSize: SIZE }));
+    pair.master.addChildStream(
+      new Stream({ name: 'mid', input: up, output: down, maxMessageSize: SIZE }),
+      mid.id,
+      'mid',
+    );
+    const pool = new IdPool(child, mid.block);
+    const given = await Promise.all(Array.from({ length: 60 }, () => pool.allocateChild()));
+    const ids = new Set(given.map((g) => g.id));
+    assert.equal(ids.size, 60);
+    for (const { id, block } of given) {
+      assert.equal(allocator.rootOf(id), mid.id, `${id} lies in the subtree's blocks`);
+      if (block) assert.ok(!ids.has(block[0]) && block[1] > block[0], `${id}'s block overlaps no ID`);
+    }
   });
 });
 

@@ -3,8 +3,8 @@
 // docs/performance.md and the plot.
 import { median, quantile } from '../flow-shared.js';
 
-/** What a row measures: `ms` and `bytes` are better lower, `MB/s` higher. */
-export type Unit = 'ms' | 'µs' | 'bytes' | 'MB/s' | 'ms CPU';
+/** What a row measures: `ms`, `bytes` and `fds` (open file descriptors) are better lower, `MB/s` higher. */
+export type Unit = 'ms' | 'µs' | 'bytes' | 'MB/s' | 'ms CPU' | 'fds';
 
 /** One measurement: tendril's samples, each peer's median. */
 export interface Row {
@@ -62,6 +62,7 @@ export function format(value: number, unit: Unit): string {
     if (Math.abs(value) >= 10 * 1024 * 1024) return `${(value / 1024 / 1024).toFixed(1)} MiB`;
     return Math.abs(value) >= 10_240 ? `${(value / 1024).toFixed(0)} KiB` : `${value.toFixed(0)} B`;
   }
+  if (unit === 'fds') return `${Math.round(value)} fds`;
   const digits = value >= 100 ? 0 : value >= 10 ? 1 : 2;
   return `${value.toFixed(digits)} ${unit}`;
 }

@@ -25,18 +25,26 @@ answers docker's question alike); a container kind's failure is answered
 as {"error": "..."}, and the driver carries on. MODE inproc: the other in-process
 measurements, printed as one JSON object. MODE fanout N: N local
 contexts started at once (one thread each, as Mitogen's API blocks per
-start), one call each; prints wall time and peak RSS as JSON. The SSH
+start), one call each; prints wall time and peak RSS as JSON. MODE scale
+MIDS PER: MIDS local contexts, PER local contexts via each (one thread per
+intermediate, since each intermediate runs the starts it is asked for one
+after another on its main thread), one call each, then one call to every
+leaf at once (call_async on each, then mitogen.select); prints the wall
+times, the master's RSS and open fds before and at the peak, and its
+descendants' memory, as bench/scripts/scale.ts does for tendril. The SSH
 target comes from the environment variable BENCH_SSH (JSON: host, port,
 user, key, target, file).
 """
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
 import time
 
 import mitogen.core
+import mitogen.select
 import mitogen.service
 import mitogen.utils
 
@@ -257,6 +265,113 @@ def fanout(router, n):
     print(json.dumps({'wall': ms(time.perf_counter() - started), 'rss': peak_rss()}))
 
 
+def status_bytes(field):
+    with open('/proc/self/status') as status:
+        for line in status:
+            if line.startswith(field + ':'):
+                return int(line.split()[1]) * 1024
+    return float('nan')
+
+
+def open_fds():
+    # As tendril's side counts: the listing's own fd included.
+    return len(os.listdir('/proc/self/fd'))
+
+
+def fd_kinds():
+    kinds = {}
+    for fd in os.listdir('/proc/self/fd'):
+        try:
+            target = os.readlink('/proc/self/fd/' + fd)
+        except OSError:
+            continue  # the listing's own, closed by now
+        kind = target.split(':', 1)[0] if ':' in target else ('file' if target.startswith('/') else 'other')
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+def descendants_memory(root):
+    """Count, summed RSS and summed PSS of every live process under root, from /proc."""
+    children = {}
+    for name in os.listdir('/proc'):
+        if not name.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % name) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(')') + 2:].split(' ')[1])
+        children.setdefault(ppid, []).append(int(name))
+    total = {'count': 0, 'rss': 0, 'pss': 0}
+    queue = list(children.get(root, []))
+    while queue:
+        pid = queue.pop(0)
+        queue.extend(children.get(pid, []))
+        try:
+            with open('/proc/%d/smaps_rollup' % pid) as f:
+                for line in f:
+                    if line.startswith('Rss:'):
+                        total['rss'] += int(line.split()[1]) * 1024
+                    elif line.startswith('Pss:'):
+                        total['pss'] += int(line.split()[1]) * 1024
+            total['count'] += 1
+        except OSError:
+            continue
+    return total
+
+
+def cpu_ms():
+    # The whole process (the broker's thread included), user + system.
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+
+def scale(router, mids, per):
+    base_rss = status_bytes('VmRSS')
+    base_fds = open_fds()
+    base_fd_kinds = fd_kinds()
+    cpu_before = cpu_ms()
+    started = time.perf_counter()
+    leaves = [[] for _ in range(mids)]
+    errors = []
+
+    def branch(i):
+        try:
+            mid = router.local()
+            for _ in range(per):
+                leaf = router.local(via=mid)
+                leaf.call(os.getpid)
+                leaves[i].append(leaf)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=branch, args=(i,)) for i in range(mids)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    start_ms = ms(time.perf_counter() - started)
+    start_cpu = cpu_ms() - cpu_before
+    everyone = [leaf for branch_leaves in leaves for leaf in branch_leaves]
+    cpu_before = cpu_ms()
+    started = time.perf_counter()
+    pids = mitogen.select.Select.all([leaf.call_async(os.getpid) for leaf in everyone])
+    fleet_ms = ms(time.perf_counter() - started)
+    fleet_cpu = cpu_ms() - cpu_before
+    if len(set(pids)) != mids * per:
+        raise SystemExit('%d distinct processes answered, not %d' % (len(set(pids)), mids * per))
+    children = descendants_memory(os.getpid())
+    print(json.dumps({
+        'startMs': start_ms, 'fleetMs': fleet_ms, 'startCpuMs': start_cpu, 'fleetCpuMs': fleet_cpu,
+        'baseRss': base_rss, 'rss': status_bytes('VmRSS'), 'peakRss': peak_rss(),
+        'baseFds': base_fds, 'baseFdKinds': base_fd_kinds, 'fds': open_fds(), 'children': children['count'],
+        'childrenRss': children['rss'], 'childrenPss': children['pss'], 'fdKinds': fd_kinds(),
+    }))
+
+
 def main(router):
     mode = sys.argv[1]
     if mode.startswith('whole-'):
@@ -267,6 +382,8 @@ def main(router):
         inproc(router)
     elif mode == 'fanout':
         fanout(router, int(sys.argv[2]))
+    elif mode == 'scale':
+        scale(router, int(sys.argv[2]), int(sys.argv[3]))
     else:
         raise SystemExit('unknown mode ' + mode)
 

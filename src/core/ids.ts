@@ -52,7 +52,8 @@ export class IdPool implements IdSource {
 
   /** An ID for a new child and a share of the pool for it; refills from the master when low. */
   async allocateChild(): Promise<ChildIds> {
-    if (this.size < 2) await this.refill();
+    // A loop: every start waiting on one refill wakes at once, and the first ones may use it up again.
+    while (this.size < 2) await this.refill();
     const id = this.take();
     // Give a quarter of what is left, so a chain of contexts can nest several levels deep without asking.
     const share = Math.floor(this.size / 4);
