@@ -10,6 +10,8 @@ export const SENDER_CLOSED = 'closed by sender';
 
 interface Pending {
   data: Uint8Array;
+  /** `FLAG_RAW` for bytes sent as they are, else 0. */
+  flags: number;
   resolve: () => void;
   reject: (error: Error) => void;
 }
@@ -145,12 +147,12 @@ export class SendWindow {
   }
 
   /**
-   * Sends an encoded value now if the window has room, else once it has.
-   * The promise resolves when the message has been handed to the router,
+   * Sends an encoded value (or, flagged `FLAG_RAW`, bytes as they are) now
+   * if the window has room, else once it has. The promise resolves when the message has been handed to the router,
    * and rejects with `ChannelError` if the window closes first. Marked
    * handled, so a caller that does not await it cannot crash the process.
    */
-  send(data: Uint8Array): Promise<void> {
+  send(data: Uint8Array, flags = 0): Promise<void> {
     if (this.failure) return rejected(this.failure);
     if (this.closing) {
       return rejected(
@@ -158,10 +160,10 @@ export class SendWindow {
       );
     }
     if (this.pending.length === 0 && this.shared.hasRoom(this.window, data.length)) {
-      this.transmit(data);
+      this.transmit(data, flags);
       return this.failure ? rejected(this.failure) : RESOLVED;
     }
-    const promise = new Promise<void>((resolve, reject) => this.pending.push({ data, resolve, reject }));
+    const promise = new Promise<void>((resolve, reject) => this.pending.push({ data, flags, resolve, reject }));
     if (this.pending.length === 1) this.shared.waiting.push(this);
     this.hold(true);
     return handled(promise);
@@ -201,7 +203,7 @@ export class SendWindow {
     if (!next || this.failure) return true;
     if (!fits(this.window, shared.messages, shared.bytes, next.data.length)) return false;
     this.pending.shift();
-    this.transmit(next.data);
+    this.transmit(next.data, next.flags);
     if (this.failure) next.reject(this.failure);
     else next.resolve();
     if (this.pending.length === 0) {
@@ -211,7 +213,7 @@ export class SendWindow {
     return true;
   }
 
-  private transmit(data: Uint8Array): void {
+  private transmit(data: Uint8Array, flags: number): void {
     if (this.creditHandle === 0) {
       const dst = this.dst;
       this.creditHandle = this.router.addHandler((message) => this.onCredit(message), {
@@ -228,7 +230,7 @@ export class SendWindow {
     this.bytes += data.length;
     this.shared.messages++;
     this.shared.bytes += data.length;
-    this.deliver(0, data);
+    this.deliver(flags, data);
   }
 
   /** Sends to the receiver, naming the credit handle. */

@@ -12,7 +12,7 @@ import { ChannelError, type RemoteErrorInfo, remoteError, TendrilError, toRemote
 import { ABANDON } from '../../core/sender.js';
 import type { MessageSwitch } from '../../core/switch.js';
 import { FileTransferError } from './errors.js';
-import type { Output, TransferCounts, Value } from './protocol.js';
+import { type Output, sendValue, type TransferCounts, type Value } from './protocol.js';
 import type { SinkOptions } from './sink.js';
 
 /** How each target of a fan-out ended, as it travels back from an intermediate. */
@@ -194,7 +194,7 @@ export class Tee implements Output {
       if (!leg.live) continue;
       let sent: Promise<void>;
       try {
-        sent = leg.channel.send(value);
+        sent = sendValue(leg.channel, value);
       } catch {
         leg.failed = true;
         continue;

@@ -87,8 +87,6 @@ export async function sendPath(
   }
   options.onBegin?.(begin);
   await out.send(begin);
-  // One read buffer for the whole transfer (see Output): no garbage per chunk.
-  const buffer = Buffer.allocUnsafe(CHUNK_SIZE);
   for (const entry of entries) {
     const owner = options.owner ? { u: entry.stats.uid, g: entry.stats.gid } : {};
     const mt = entry.stats.mtimeMs;
@@ -103,7 +101,7 @@ export async function sendPath(
       }
       await out.send({ t: 'l', p: entry.rel, to, mt, ...owner });
     } else {
-      await sendFile(entry, out, contextName, options, owner, buffer);
+      await sendFile(entry, out, contextName, options, owner);
     }
   }
   await out.send({ t: 'end' });
@@ -135,14 +133,29 @@ async function walk(dir: string, rel: string, into: Walked[], contextName: strin
   }
 }
 
-/** Sends one file's entry, its data in chunks, and its size and hash as read. */
+/** Fills `chunk` from the handle's position, as far as the file goes: the bytes read. */
+async function fill(handle: fs.FileHandle, chunk: Buffer): Promise<number> {
+  let filled = 0;
+  while (filled < chunk.length) {
+    const { bytesRead } = await handle.read(chunk, filled, chunk.length - filled, null);
+    if (bytesRead === 0) break;
+    filled += bytesRead;
+  }
+  return filled;
+}
+
+/**
+ * Sends one file's entry, its data in chunks, and its size and hash as
+ * read. The next chunk is read (in the thread pool) while this one is
+ * hashed and sent; each is read into a buffer of its own, handed over to
+ * `out` (sent without a copy, see `Output`).
+ */
 async function sendFile(
   entry: Walked,
   out: Output,
   contextName: string,
   options: SourceOptions,
   owner: Owner,
-  buffer: Buffer,
 ): Promise<void> {
   let handle: fs.FileHandle;
   try {
@@ -150,23 +163,30 @@ async function sendFile(
   } catch (error) {
     throw fileError(error, contextName, entry.path, 'cannot read');
   }
+  let reading: Promise<number> | undefined;
   try {
     const size = entry.stats.size;
     await out.send({ t: 'f', p: entry.rel, s: size, m: entry.stats.mode & 0o7777, mt: entry.stats.mtimeMs, ...owner });
     const hash = createHash('sha256');
+    let chunk = Buffer.alloc(0);
+    const readFrom = (from: number) => {
+      chunk = Buffer.allocUnsafe(Math.min(CHUNK_SIZE, size - from));
+      // Handled here: a read that fails while the one before is sent is reported when awaited.
+      const read = fill(handle, chunk);
+      read.catch(() => undefined);
+      return read;
+    };
     let sent = 0;
-    while (sent < size) {
-      const chunk = buffer.subarray(0, Math.min(CHUNK_SIZE, size - sent));
-      let filled = 0;
+    if (size > 0) reading = readFrom(0);
+    while (reading) {
+      let filled: number;
       try {
-        while (filled < chunk.length) {
-          const { bytesRead } = await handle.read(chunk, filled, chunk.length - filled, null);
-          if (bytesRead === 0) break;
-          filled += bytesRead;
-        }
+        filled = await reading;
       } catch (error) {
+        reading = undefined;
         throw fileError(error, contextName, entry.path, 'cannot read');
       }
+      reading = undefined;
       if (filled === 0) {
         throw new FileTransferError(
           'ERR_TENDRIL_SIZE_MISMATCH',
@@ -176,6 +196,7 @@ async function sendFile(
         );
       }
       const data = filled === chunk.length ? chunk : chunk.subarray(0, filled);
+      if (sent + filled < size) reading = readFrom(sent + filled);
       hash.update(data);
       await out.send(data);
       sent += filled;
@@ -183,6 +204,8 @@ async function sendFile(
     }
     await out.send({ t: 'e', n: sent, h: hash.digest('hex') });
   } finally {
+    // A read still going (the send failed) finishes before the handle closes.
+    if (reading) await reading.catch(() => undefined);
     await handle.close().catch(() => undefined);
   }
 }

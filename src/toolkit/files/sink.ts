@@ -157,6 +157,8 @@ class Sink {
   private umask: number | undefined;
   /** A file of unknown size (a write stream's) was announced. */
   private unsized = false;
+  /** Bytes of file data received so far (`counts.bytes` counts them once written). */
+  private received = 0;
 
   constructor(
     private readonly input: Input,
@@ -368,7 +370,7 @@ class Sink {
         );
       }
       this.unsized = true;
-    } else if (!this.unsized && this.counts.bytes + entry.s > (this.begin as Begin).bytes) {
+    } else if (!this.unsized && this.received + entry.s > (this.begin as Begin).bytes) {
       throw this.overAnnounced(path);
     }
   }
@@ -401,27 +403,35 @@ class Sink {
       const hash = createHash('sha256');
       let written = 0;
       let end: FileEnd;
-      for (;;) {
-        const value = await this.next();
-        if (value instanceof Uint8Array) {
-          written += value.length;
-          if (entry.s >= 0 && written > entry.s) throw this.bad(path, `more data than the ${entry.s} bytes announced`);
-          // Checked before it is written: a sender cannot extend what it announced.
-          if (!this.unsized && this.counts.bytes + value.length > (this.begin as Begin).bytes) {
-            throw this.overAnnounced(path);
-          }
-          hash.update(value);
-          try {
-            await writeAll(handle, value);
-          } catch (error) {
-            throw fileError(error, this.contextName, path, 'cannot write');
-          }
-          this.counts.bytes += value.length;
-          this.options.onBytes?.(value.length);
-        } else if (isEntry(value, 'e')) {
-          end = value;
-          break;
-        } else throw this.bad(path, 'expected file data');
+      // One chunk is written (in the thread pool) while the next is received and hashed; writes go in order.
+      let writing: Promise<void> | undefined;
+      const finishWrite = async () => {
+        const pending = writing;
+        writing = undefined;
+        if (pending) await pending;
+      };
+      try {
+        for (;;) {
+          const value = await this.next();
+          if (value instanceof Uint8Array) {
+            written += value.length;
+            if (entry.s >= 0 && written > entry.s)
+              throw this.bad(path, `more data than the ${entry.s} bytes announced`);
+            // Checked before it is written: a sender cannot extend what it announced.
+            this.received += value.length;
+            if (!this.unsized && this.received > (this.begin as Begin).bytes) throw this.overAnnounced(path);
+            hash.update(value);
+            await finishWrite();
+            writing = this.write(handle, value, path);
+          } else if (isEntry(value, 'e')) {
+            end = value;
+            break;
+          } else throw this.bad(path, 'expected file data');
+        }
+        await finishWrite();
+      } finally {
+        // Failed elsewhere: the write under way ends before the file is closed and removed.
+        if (writing) await (writing as Promise<void>).catch(() => undefined);
       }
       const sha256 = hash.digest('hex');
       if (end.n !== written || (entry.s >= 0 && entry.s !== written)) {
@@ -459,6 +469,21 @@ class Sink {
       forgetTemporaryFile(temp);
       throw error;
     }
+  }
+
+  /** Writes one chunk at the file's position and counts it; handled, so it may be awaited later. */
+  private write(handle: fs.FileHandle, value: Uint8Array, path: string): Promise<void> {
+    const writing = writeAll(handle, value).then(
+      () => {
+        this.counts.bytes += value.length;
+        this.options.onBytes?.(value.length);
+      },
+      (error: unknown) => {
+        throw fileError(error, this.contextName, path, 'cannot write');
+      },
+    );
+    writing.catch(() => undefined);
+    return writing;
   }
 
   /** The mode to give what an entry describes (see `SinkOptions.untrusted`). */
