@@ -22,6 +22,7 @@ interface WaitingSend {
   value: unknown;
   /** Sent with `SEND_BYTES`. */
   bytes: boolean;
+  onCredited: (() => void) | undefined;
   resolve: () => void;
   reject: (error: Error) => void;
 }
@@ -127,26 +128,29 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
    *   with `ChannelError` when the other end is gone or this end closed.
    */
   send(value: Out): Promise<void> {
-    return this.enqueue(value, false);
+    return this.enqueue(value, false, undefined);
   }
 
   /**
    * Sends `bytes` as they are, without copying them (see `SEND_BYTES`):
    * the other end reads a `Uint8Array`. Otherwise as `send`.
+   * @param onCredited see `Sender[SEND_BYTES]`.
    */
-  [SEND_BYTES](bytes: Uint8Array): Promise<void> {
-    return this.enqueue(bytes, true);
+  [SEND_BYTES](bytes: Uint8Array, onCredited?: () => void): Promise<void> {
+    return this.enqueue(bytes, true, onCredited);
   }
 
-  private enqueue(value: unknown, bytes: boolean): Promise<void> {
+  private enqueue(value: unknown, bytes: boolean, onCredited: (() => void) | undefined): Promise<void> {
     this.open();
     if (this.failure) return rejected(this.failure);
     if (this.closing) {
       const to = this.peer?.contextId ?? this.router.id;
       return rejected(new ChannelError(this.router.nameOf(to), to, 'the channel was closed before this send'));
     }
-    if (this.peer && this.waiting.length === 0) return sendOn(this.peer, value, bytes);
-    return handled(new Promise<void>((resolve, reject) => this.waiting.push({ value, bytes, resolve, reject })));
+    if (this.peer && this.waiting.length === 0) return sendOn(this.peer, value, bytes, onCredited);
+    return handled(
+      new Promise<void>((resolve, reject) => this.waiting.push({ value, bytes, onCredited, resolve, reject })),
+    );
   }
 
   /**
@@ -258,7 +262,7 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
     this.peer = peer as Sender<Out>;
     for (const send of this.waiting.splice(0)) {
       try {
-        sendOn(peer, send.value, send.bytes).then(send.resolve, send.reject);
+        sendOn(peer, send.value, send.bytes, send.onCredited).then(send.resolve, send.reject);
       } catch (error) {
         send.reject(error as Error);
       }
@@ -274,8 +278,13 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
   }
 }
 
-function sendOn(peer: Sender<unknown>, value: unknown, bytes: boolean): Promise<void> {
-  return bytes ? peer[SEND_BYTES](value as Uint8Array) : peer.send(value);
+function sendOn(
+  peer: Sender<unknown>,
+  value: unknown,
+  bytes: boolean,
+  onCredited: (() => void) | undefined,
+): Promise<void> {
+  return bytes ? peer[SEND_BYTES](value as Uint8Array, onCredited) : peer.send(value);
 }
 
 /** Marks the constructor call made by `fromReference`. */

@@ -140,11 +140,14 @@ export class Sender<T = unknown> {
   /**
    * Sends `bytes` as they are, without copying them (see `SEND_BYTES`): the
    * receiver reads a `Uint8Array`. Otherwise as `send`.
+   * @param onCredited called once the receiver (in another context) has
+   *   read them: this context no longer holds them, and the caller may
+   *   reuse the buffer. Never called if the Sender closes or fails first.
    * @throws MessageTooLargeError when they exceed `maxMessageSize` (synchronously).
    */
-  [SEND_BYTES](bytes: Uint8Array): Promise<void> {
+  [SEND_BYTES](bytes: Uint8Array, onCredited?: () => void): Promise<void> {
     this.checkSize(bytes);
-    return this.window().send(bytes, FLAG_RAW);
+    return this.window().send(bytes, FLAG_RAW, onCredited);
   }
 
   /**

@@ -136,21 +136,26 @@ export type Value = Entry | Uint8Array;
 /**
  * Where values go: a Channel end (`channelOutput`), or a tee of several.
  * File data (a `Uint8Array`) is handed over, sent as it is without a copy
- * (`SEND_BYTES`): the sender never changes a chunk once sent.
+ * (`SEND_BYTES`): the sender does not change a chunk once sent, until
+ * `release` says every receiving side has read it.
  */
 export interface Output {
-  /** Sends `value`; resolves when the receiving side can take more (flow control). */
-  send(value: Value): Promise<void>;
+  /**
+   * Sends `value`; resolves when the receiving side can take more (flow
+   * control). For file data, `release` is called once every receiving
+   * side has read it (never if one fails first): the buffer may be reused.
+   */
+  send(value: Value, release?: () => void): Promise<void>;
 }
 
 /** Sends on `channel`, file data as it is (`SEND_BYTES`). */
-export function sendValue(channel: Channel<Value, unknown>, value: Value): Promise<void> {
-  return value instanceof Uint8Array ? channel[SEND_BYTES](value) : channel.send(value);
+export function sendValue(channel: Channel<Value, unknown>, value: Value, release?: () => void): Promise<void> {
+  return value instanceof Uint8Array ? channel[SEND_BYTES](value, release) : channel.send(value);
 }
 
 /** An `Output` over one channel end. */
 export function channelOutput(channel: Channel<Value, unknown>): Output {
-  return { send: (value) => sendValue(channel, value) };
+  return { send: (value, release) => sendValue(channel, value, release) };
 }
 
 /** Counts of a finished transfer (`TransferResult` without its duration). */

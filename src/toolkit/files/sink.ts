@@ -7,6 +7,7 @@ import { promises as fs, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Holding, ITEM_OVERHEAD } from '../../core/holdings.js';
 import { FileTransferError, fileError } from './errors.js';
+import { hashInSlices } from './hashing.js';
 import {
   type Begin,
   checkBegin,
@@ -77,6 +78,14 @@ export interface SinkOptions {
    */
   holding?: Pick<Holding, 'add' | 'remove'>;
 }
+/**
+ * Bytes of file data being written at once, beyond the chunk just taken:
+ * enough that a write waiting for a thread of the pool (on a busy machine,
+ * milliseconds) rarely holds up the next. Counted in bytes, as the
+ * sending side picks the size of its chunks.
+ */
+const WRITE_BEHIND = 4 * 1024 * 1024;
+
 /** This process's umask, read without changing it (`process.umask()` without arguments is deprecated). */
 function currentUmask(): number {
   try {
@@ -403,12 +412,13 @@ class Sink {
       const hash = createHash('sha256');
       let written = 0;
       let end: FileEnd;
-      // One chunk is written (in the thread pool) while the next is received and hashed; writes go in order.
-      let writing: Promise<void> | undefined;
-      const finishWrite = async () => {
-        const pending = writing;
-        writing = undefined;
-        if (pending) await pending;
+      // Chunks are written (in the thread pool, each at its place) while the next are received and hashed.
+      const writing: { done: Promise<void>; bytes: number }[] = [];
+      let writingBytes = 0;
+      const oldestWritten = async () => {
+        const { done, bytes } = writing.shift() as { done: Promise<void>; bytes: number };
+        writingBytes -= bytes;
+        await done;
       };
       try {
         for (;;) {
@@ -420,18 +430,20 @@ class Sink {
             // Checked before it is written: a sender cannot extend what it announced.
             this.received += value.length;
             if (!this.unsized && this.received > (this.begin as Begin).bytes) throw this.overAnnounced(path);
-            hash.update(value);
-            await finishWrite();
-            writing = this.write(handle, value, path);
+            while (writing.length > 0 && writingBytes + value.length > WRITE_BEHIND) await oldestWritten();
+            // Written while it is hashed: the chunk is never changed.
+            writing.push({ done: this.write(handle, value, written - value.length, path), bytes: value.length });
+            writingBytes += value.length;
+            await hashInSlices(hash, value);
           } else if (isEntry(value, 'e')) {
             end = value;
             break;
           } else throw this.bad(path, 'expected file data');
         }
-        await finishWrite();
+        while (writing.length > 0) await oldestWritten();
       } finally {
-        // Failed elsewhere: the write under way ends before the file is closed and removed.
-        if (writing) await (writing as Promise<void>).catch(() => undefined);
+        // Failed elsewhere: the writes under way end before the file is closed and removed.
+        for (const { done } of writing) await done.catch(() => undefined);
       }
       const sha256 = hash.digest('hex');
       if (end.n !== written || (entry.s >= 0 && entry.s !== written)) {
@@ -471,9 +483,9 @@ class Sink {
     }
   }
 
-  /** Writes one chunk at the file's position and counts it; handled, so it may be awaited later. */
-  private write(handle: fs.FileHandle, value: Uint8Array, path: string): Promise<void> {
-    const writing = writeAll(handle, value).then(
+  /** Writes one chunk at `position` in the file and counts it; handled, so it may be awaited later. */
+  private write(handle: fs.FileHandle, value: Uint8Array, position: number, path: string): Promise<void> {
+    const writing = writeAll(handle, value, position).then(
       () => {
         this.counts.bytes += value.length;
         this.options.onBytes?.(value.length);
