@@ -56,6 +56,7 @@ export { Receiver } from './core/receiver.js';
 export { Sender } from './core/sender.js';
 export { Stream } from './core/stream.js';
 export { MessageSwitch, ROUTER_SWITCH, type RouterWarning } from './core/switch.js';
+export { SEND_BYTES } from './core/symbols.js';
 export { DEFAULT_HIGH_WATER_MARK } from './core/window.js';
 export { IdAllocator, SUBTREE_ID_QUOTA } from './master/id-allocator.js';
 export { renameDynamicImports } from './master/module-source.js';

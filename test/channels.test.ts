@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type Context, ContextDisconnectedError, Router, Select, type Sender, TimeoutError } from 'tendril';
-import { Receiver } from '#dist/internal.js';
+import { Channel, type Context, ContextDisconnectedError, Router, Select, type Sender, TimeoutError } from 'tendril';
+import { Receiver, SEND_BYTES } from '#dist/internal.js';
+import { waitFor } from './support/procs.js';
 
 describe('receivers, senders and select', () => {
   let router: Router;
@@ -33,6 +34,36 @@ describe('receivers, senders and select', () => {
       Array.from({ length: 100 }, (_, i) => i),
     );
     assert.equal(await done, 'sent');
+  });
+
+  test('SEND_BYTES: the bytes arrive as they are, and onCredited says so, in order, only once the other end has read them', async () => {
+    const channel = new Channel<Uint8Array, string>(router);
+    const done = child.call(async (peer: Channel<string, Uint8Array>) => {
+      const input = peer[Symbol.asyncIterator]();
+      const seen: number[][] = [];
+      const first = await input.next();
+      seen.push([...(first.value as Uint8Array)]);
+      // The rest is read only once the master says so.
+      await new Promise<void>((resolve) => {
+        (globalThis as { readOn?: () => void }).readOn = resolve;
+        peer.send('read one');
+      });
+      for (let next = await input.next(); !next.done; next = await input.next()) seen.push([...next.value]);
+      return seen;
+    }, channel.otherEnd());
+    const credited: number[] = [];
+    for (const n of [1, 2, 3]) await channel[SEND_BYTES](Uint8Array.of(n, n, n), () => credited.push(n));
+    assert.deepEqual(credited, [], 'nothing is credited as it leaves');
+    assert.equal(await channel.get(), 'read one');
+    await waitFor(() => credited.length > 0);
+    assert.deepEqual(credited, [1], 'only what the other end read');
+    await child.call(() => (globalThis as { readOn?: () => void }).readOn?.());
+    channel.close();
+    assert.deepEqual(await done, [
+      [1, 1, 1],
+      [2, 2, 2],
+      [3, 3, 3],
+    ]);
   });
 
   test('Select merges receivers fed by several contexts and ends when all are closed', async () => {

@@ -6,7 +6,7 @@ import { Receiver } from './receiver.js';
 import { handled, rejected } from './send-window.js';
 import { type LeaseHolder, Sender } from './sender.js';
 import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
-import { ABANDON, CALL_SETTLED, LOCAL_RECEIVER, SENDER_REFERENCE } from './symbols.js';
+import { ABANDON, CALL_SETTLED, LOCAL_RECEIVER, SEND_BYTES, SENDER_REFERENCE } from './symbols.js';
 import { type HighWaterMark, highWaterMark } from './window.js';
 
 /** The options a channel takes (`ChannelOptions`). */
@@ -20,6 +20,9 @@ export interface ChannelOptions {
 
 interface WaitingSend {
   value: unknown;
+  /** Sent with `SEND_BYTES`. */
+  bytes: boolean;
+  onCredited: (() => void) | undefined;
   resolve: () => void;
   reject: (error: Error) => void;
 }
@@ -125,14 +128,29 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
    *   with `ChannelError` when the other end is gone or this end closed.
    */
   send(value: Out): Promise<void> {
+    return this.enqueue(value, false, undefined);
+  }
+
+  /**
+   * Sends `bytes` as they are, without copying them (see `SEND_BYTES`):
+   * the other end reads a `Uint8Array`. Otherwise as `send`.
+   * @param onCredited see `Sender[SEND_BYTES]`.
+   */
+  [SEND_BYTES](bytes: Uint8Array, onCredited?: () => void): Promise<void> {
+    return this.enqueue(bytes, true, onCredited);
+  }
+
+  private enqueue(value: unknown, bytes: boolean, onCredited: (() => void) | undefined): Promise<void> {
     this.open();
     if (this.failure) return rejected(this.failure);
     if (this.closing) {
       const to = this.peer?.contextId ?? this.router.id;
       return rejected(new ChannelError(this.router.nameOf(to), to, 'the channel was closed before this send'));
     }
-    if (this.peer && this.waiting.length === 0) return this.peer.send(value);
-    return handled(new Promise<void>((resolve, reject) => this.waiting.push({ value, resolve, reject })));
+    if (this.peer && this.waiting.length === 0) return sendOn(this.peer, value, bytes, onCredited);
+    return handled(
+      new Promise<void>((resolve, reject) => this.waiting.push({ value, bytes, onCredited, resolve, reject })),
+    );
   }
 
   /**
@@ -244,7 +262,7 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
     this.peer = peer as Sender<Out>;
     for (const send of this.waiting.splice(0)) {
       try {
-        peer.send(send.value).then(send.resolve, send.reject);
+        sendOn(peer, send.value, send.bytes, send.onCredited).then(send.resolve, send.reject);
       } catch (error) {
         send.reject(error as Error);
       }
@@ -258,6 +276,15 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
     if (this.helloHandle !== 0 && !this.peer) this.router.removeHandler(this.helloHandle);
     for (const send of this.waiting.splice(0)) send.reject(error);
   }
+}
+
+function sendOn(
+  peer: Sender<unknown>,
+  value: unknown,
+  bytes: boolean,
+  onCredited: (() => void) | undefined,
+): Promise<void> {
+  return bytes ? peer[SEND_BYTES](value as Uint8Array, onCredited) : peer.send(value);
 }
 
 /** Marks the constructor call made by `fromReference`. */

@@ -10,6 +10,9 @@ export const SENDER_CLOSED = 'closed by sender';
 
 interface Pending {
   data: Uint8Array;
+  /** `FLAG_RAW` for bytes sent as they are, else 0. */
+  flags: number;
+  onCredited: (() => void) | undefined;
   resolve: () => void;
   reject: (error: Error) => void;
 }
@@ -116,6 +119,11 @@ export class SendWindow {
   private left = false;
   private failure: TendrilError | undefined;
   private holding = false;
+  /** Messages transmitted since this Sender was made, and of them credited (the receiver reads in order). */
+  private transmitted = 0;
+  private credited = 0;
+  /** What to call once message number `until` is credited (see `send`), in order. */
+  private readonly creditWaiters: { until: number; callback: () => void }[] = [];
 
   /**
    * @param router the router of the sending context.
@@ -145,12 +153,16 @@ export class SendWindow {
   }
 
   /**
-   * Sends an encoded value now if the window has room, else once it has.
-   * The promise resolves when the message has been handed to the router,
+   * Sends an encoded value (or, flagged `FLAG_RAW`, bytes as they are) now
+   * if the window has room, else once it has. The promise resolves when the message has been handed to the router,
    * and rejects with `ChannelError` if the window closes first. Marked
    * handled, so a caller that does not await it cannot crash the process.
+   * @param onCredited called once the receiver has read the message (its
+   *   credit came back), so this context no longer holds its bytes; never
+   *   when the receiver is in this context (the reader may still hold
+   *   them), nor when the window closes or fails first.
    */
-  send(data: Uint8Array): Promise<void> {
+  send(data: Uint8Array, flags = 0, onCredited?: () => void): Promise<void> {
     if (this.failure) return rejected(this.failure);
     if (this.closing) {
       return rejected(
@@ -158,10 +170,12 @@ export class SendWindow {
       );
     }
     if (this.pending.length === 0 && this.shared.hasRoom(this.window, data.length)) {
-      this.transmit(data);
+      this.transmit(data, flags, onCredited);
       return this.failure ? rejected(this.failure) : RESOLVED;
     }
-    const promise = new Promise<void>((resolve, reject) => this.pending.push({ data, resolve, reject }));
+    const promise = new Promise<void>((resolve, reject) =>
+      this.pending.push({ data, flags, onCredited, resolve, reject }),
+    );
     if (this.pending.length === 1) this.shared.waiting.push(this);
     this.hold(true);
     return handled(promise);
@@ -201,7 +215,7 @@ export class SendWindow {
     if (!next || this.failure) return true;
     if (!fits(this.window, shared.messages, shared.bytes, next.data.length)) return false;
     this.pending.shift();
-    this.transmit(next.data);
+    this.transmit(next.data, next.flags, next.onCredited);
     if (this.failure) next.reject(this.failure);
     else next.resolve();
     if (this.pending.length === 0) {
@@ -211,7 +225,7 @@ export class SendWindow {
     return true;
   }
 
-  private transmit(data: Uint8Array): void {
+  private transmit(data: Uint8Array, flags: number, onCredited: (() => void) | undefined): void {
     if (this.creditHandle === 0) {
       const dst = this.dst;
       this.creditHandle = this.router.addHandler((message) => this.onCredit(message), {
@@ -228,7 +242,10 @@ export class SendWindow {
     this.bytes += data.length;
     this.shared.messages++;
     this.shared.bytes += data.length;
-    this.deliver(0, data);
+    this.transmitted++;
+    if (onCredited && this.dst !== this.router.id)
+      this.creditWaiters.push({ until: this.transmitted, callback: onCredited });
+    this.deliver(flags, data);
   }
 
   /** Sends to the receiver, naming the credit handle. */
@@ -272,6 +289,10 @@ export class SendWindow {
     this.bytes -= bytes;
     this.shared.messages -= messages;
     this.shared.bytes -= bytes;
+    this.credited += messages;
+    while ((this.creditWaiters[0]?.until ?? Number.POSITIVE_INFINITY) <= this.credited) {
+      (this.creditWaiters.shift() as { callback: () => void }).callback();
+    }
     this.shared.pump();
   }
 
@@ -288,6 +309,8 @@ export class SendWindow {
   private leave(): void {
     if (this.left) return;
     this.left = true;
+    // No credit comes any more: what is in flight is never known to have been read.
+    this.creditWaiters.length = 0;
     const { messages, bytes } = this;
     this.messages = 0;
     this.bytes = 0;

@@ -1,8 +1,9 @@
 import { encode, type ReceiverReference, setSenderFactory } from './codec.js';
 import { MessageTooLargeError, type TendrilError } from './errors.js';
+import { FLAG_RAW } from './message.js';
 import { SendWindow } from './send-window.js';
 import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
-import { ABANDON, CALL_SETTLED, LOCAL_RECEIVER, ROUTER_SWITCH, SENDER_REFERENCE } from './symbols.js';
+import { ABANDON, CALL_SETTLED, LOCAL_RECEIVER, ROUTER_SWITCH, SEND_BYTES, SENDER_REFERENCE } from './symbols.js';
 import { DEFAULT_HIGH_WATER_MARK, type HighWaterMark, highWaterMark } from './window.js';
 
 // Importers outside the core still name these here; symbols.ts defines them.
@@ -132,14 +133,21 @@ export class Sender<T = unknown> {
    */
   send(value: T): Promise<void> {
     const data = encode(value);
-    if (data.length > this[ROUTER_SWITCH].maxMessageSize) {
-      throw new MessageTooLargeError(
-        data.length,
-        this[ROUTER_SWITCH].maxMessageSize,
-        `a value sent to handle ${this.handle} of context '${this[ROUTER_SWITCH].nameOf(this.contextId)}'`,
-      );
-    }
+    this.checkSize(data);
     return this.window().send(data);
+  }
+
+  /**
+   * Sends `bytes` as they are, without copying them (see `SEND_BYTES`): the
+   * receiver reads a `Uint8Array`. Otherwise as `send`.
+   * @param onCredited called once the receiver (in another context) has
+   *   read them: this context no longer holds them, and the caller may
+   *   reuse the buffer. Never called if the Sender closes or fails first.
+   * @throws MessageTooLargeError when they exceed `maxMessageSize` (synchronously).
+   */
+  [SEND_BYTES](bytes: Uint8Array, onCredited?: () => void): Promise<void> {
+    this.checkSize(bytes);
+    return this.window().send(bytes, FLAG_RAW, onCredited);
   }
 
   /**
@@ -168,6 +176,16 @@ export class Sender<T = unknown> {
   /** `'Sender(<context id>, <handle>)'`. */
   toString(): string {
     return `Sender(${this.contextId}, ${this.handle})`;
+  }
+
+  private checkSize(data: Uint8Array): void {
+    if (data.length > this[ROUTER_SWITCH].maxMessageSize) {
+      throw new MessageTooLargeError(
+        data.length,
+        this[ROUTER_SWITCH].maxMessageSize,
+        `a value sent to handle ${this.handle} of context '${this[ROUTER_SWITCH].nameOf(this.contextId)}'`,
+      );
+    }
   }
 
   private window(): SendWindow {

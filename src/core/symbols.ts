@@ -39,3 +39,13 @@ export const CALL_SETTLED: unique symbol = Symbol('tendril.callSettled') as neve
  * for credit that may never come.
  */
 export const ABANDON: unique symbol = Symbol('tendril.abandon') as never;
+
+/**
+ * Sends bytes through a Sender or Channel as they are, without copying
+ * them into an encoded value (a raw message): the receiving end reads them
+ * as a `Uint8Array`, as it would the encoded bytes. The caller hands the
+ * bytes over and must not change them afterwards (they may still be
+ * waiting to be written), unless it is told, by the callback it may pass,
+ * that the receiver has read them. Bulk data (file transfers) uses it.
+ */
+export const SEND_BYTES: unique symbol = Symbol('tendril.sendBytes') as never;

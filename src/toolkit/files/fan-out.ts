@@ -12,7 +12,7 @@ import { ChannelError, type RemoteErrorInfo, remoteError, TendrilError, toRemote
 import { ABANDON } from '../../core/sender.js';
 import type { MessageSwitch } from '../../core/switch.js';
 import { FileTransferError } from './errors.js';
-import type { Output, TransferCounts, Value } from './protocol.js';
+import { type Output, sendValue, type TransferCounts, type Value } from './protocol.js';
 import type { SinkOptions } from './sink.js';
 
 /** How each target of a fan-out ended, as it travels back from an intermediate. */
@@ -187,14 +187,18 @@ export class Tee implements Output {
    * Resolves once every live leg has taken `value` (or failed, or stalled).
    * @throws Error when no leg is left: every target failed, each with its own error.
    */
-  async send(value: Value): Promise<void> {
+  async send(value: Value, release?: () => void): Promise<void> {
     const sends: Promise<void>[] = [];
     const timers: ReturnType<typeof setTimeout>[] = [];
+    // Released once every leg it went to has read it; a leg that fails never says so.
+    let reading = 1;
+    const readBy = release && (() => --reading === 0 && release());
     for (const leg of this.legs) {
       if (!leg.live) continue;
       let sent: Promise<void>;
       try {
-        sent = leg.channel.send(value);
+        if (readBy) reading++;
+        sent = sendValue(leg.channel, value, readBy);
       } catch {
         leg.failed = true;
         continue;
@@ -218,6 +222,7 @@ export class Tee implements Output {
       }
     }
     if (sends.length === 0) throw new AllTargetsFailed('every target of the copy failed');
+    readBy?.();
     try {
       await Promise.all(sends);
     } finally {

@@ -11,6 +11,8 @@
  *   size and SHA-256, as the sender read it), then `end`.
  * The sink trusts nothing in it: see `receiveInto`.
  */
+import type { Channel } from '../../core/channel.js';
+import { SEND_BYTES } from '../../core/symbols.js';
 
 /**
  * Bytes per data message. Measured with a 256 MiB local copy (master to
@@ -132,14 +134,28 @@ export type Entry = Begin | DirEntry | FileEntry | FileEnd | LinkEntry | End;
 export type Value = Entry | Uint8Array;
 
 /**
- * Where values go: a Channel end, or a tee of several. Once one send has
- * resolved, later sends must have taken (encoded) their value by the time
- * they return, as a Channel whose other end is known does: the sender
- * reuses its read buffer.
+ * Where values go: a Channel end (`channelOutput`), or a tee of several.
+ * File data (a `Uint8Array`) is handed over, sent as it is without a copy
+ * (`SEND_BYTES`): the sender does not change a chunk once sent, until
+ * `release` says every receiving side has read it.
  */
 export interface Output {
-  /** Sends `value`; resolves when the receiving side can take more (flow control). */
-  send(value: Value): Promise<void>;
+  /**
+   * Sends `value`; resolves when the receiving side can take more (flow
+   * control). For file data, `release` is called once every receiving
+   * side has read it (never if one fails first): the buffer may be reused.
+   */
+  send(value: Value, release?: () => void): Promise<void>;
+}
+
+/** Sends on `channel`, file data as it is (`SEND_BYTES`). */
+export function sendValue(channel: Channel<Value, unknown>, value: Value, release?: () => void): Promise<void> {
+  return value instanceof Uint8Array ? channel[SEND_BYTES](value, release) : channel.send(value);
+}
+
+/** An `Output` over one channel end. */
+export function channelOutput(channel: Channel<Value, unknown>): Output {
+  return { send: (value, release) => sendValue(channel, value, release) };
 }
 
 /** Counts of a finished transfer (`TransferResult` without its duration). */

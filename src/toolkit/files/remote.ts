@@ -6,7 +6,7 @@
 import type { Channel } from '../../core/channel.js';
 import { contextRuntime } from '../../core/runtime.js';
 import { type FanOutOptions, type Outcome, type TargetRef, teeToChildren } from './fan-out.js';
-import type { TransferCounts, Value } from './protocol.js';
+import { channelOutput, type TransferCounts, type Value } from './protocol.js';
 import { sendPath } from './send.js';
 import { receiveInto, type SinkOptions } from './sink.js';
 
@@ -43,7 +43,7 @@ export function filesSend(
   options?: { owner?: boolean; recursive?: boolean },
 ): Promise<void> {
   const { router } = contextRuntime();
-  return sendPath(String(source), channel, router.name, {
+  return sendPath(String(source), channelOutput(channel), router.name, {
     owner: options?.owner === true,
     recursive: options?.recursive !== false,
   });

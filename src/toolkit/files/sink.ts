@@ -7,6 +7,7 @@ import { promises as fs, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Holding, ITEM_OVERHEAD } from '../../core/holdings.js';
 import { FileTransferError, fileError } from './errors.js';
+import { hashInSlices } from './hashing.js';
 import {
   type Begin,
   checkBegin,
@@ -77,6 +78,14 @@ export interface SinkOptions {
    */
   holding?: Pick<Holding, 'add' | 'remove'>;
 }
+/**
+ * Bytes of file data being written at once, beyond the chunk just taken:
+ * enough that a write waiting for a thread of the pool (on a busy machine,
+ * milliseconds) rarely holds up the next. Counted in bytes, as the
+ * sending side picks the size of its chunks.
+ */
+const WRITE_BEHIND = 4 * 1024 * 1024;
+
 /** This process's umask, read without changing it (`process.umask()` without arguments is deprecated). */
 function currentUmask(): number {
   try {
@@ -157,6 +166,8 @@ class Sink {
   private umask: number | undefined;
   /** A file of unknown size (a write stream's) was announced. */
   private unsized = false;
+  /** Bytes of file data received so far (`counts.bytes` counts them once written). */
+  private received = 0;
 
   constructor(
     private readonly input: Input,
@@ -368,7 +379,7 @@ class Sink {
         );
       }
       this.unsized = true;
-    } else if (!this.unsized && this.counts.bytes + entry.s > (this.begin as Begin).bytes) {
+    } else if (!this.unsized && this.received + entry.s > (this.begin as Begin).bytes) {
       throw this.overAnnounced(path);
     }
   }
@@ -401,27 +412,38 @@ class Sink {
       const hash = createHash('sha256');
       let written = 0;
       let end: FileEnd;
-      for (;;) {
-        const value = await this.next();
-        if (value instanceof Uint8Array) {
-          written += value.length;
-          if (entry.s >= 0 && written > entry.s) throw this.bad(path, `more data than the ${entry.s} bytes announced`);
-          // Checked before it is written: a sender cannot extend what it announced.
-          if (!this.unsized && this.counts.bytes + value.length > (this.begin as Begin).bytes) {
-            throw this.overAnnounced(path);
-          }
-          hash.update(value);
-          try {
-            await writeAll(handle, value);
-          } catch (error) {
-            throw fileError(error, this.contextName, path, 'cannot write');
-          }
-          this.counts.bytes += value.length;
-          this.options.onBytes?.(value.length);
-        } else if (isEntry(value, 'e')) {
-          end = value;
-          break;
-        } else throw this.bad(path, 'expected file data');
+      // Chunks are written (in the thread pool, each at its place) while the next are received and hashed.
+      const writing: { done: Promise<void>; bytes: number }[] = [];
+      let writingBytes = 0;
+      const oldestWritten = async () => {
+        const { done, bytes } = writing.shift() as { done: Promise<void>; bytes: number };
+        writingBytes -= bytes;
+        await done;
+      };
+      try {
+        for (;;) {
+          const value = await this.next();
+          if (value instanceof Uint8Array) {
+            written += value.length;
+            if (entry.s >= 0 && written > entry.s)
+              throw this.bad(path, `more data than the ${entry.s} bytes announced`);
+            // Checked before it is written: a sender cannot extend what it announced.
+            this.received += value.length;
+            if (!this.unsized && this.received > (this.begin as Begin).bytes) throw this.overAnnounced(path);
+            while (writing.length > 0 && writingBytes + value.length > WRITE_BEHIND) await oldestWritten();
+            // Written while it is hashed: the chunk is never changed.
+            writing.push({ done: this.write(handle, value, written - value.length, path), bytes: value.length });
+            writingBytes += value.length;
+            await hashInSlices(hash, value);
+          } else if (isEntry(value, 'e')) {
+            end = value;
+            break;
+          } else throw this.bad(path, 'expected file data');
+        }
+        while (writing.length > 0) await oldestWritten();
+      } finally {
+        // Failed elsewhere: the writes under way end before the file is closed and removed.
+        for (const { done } of writing) await done.catch(() => undefined);
       }
       const sha256 = hash.digest('hex');
       if (end.n !== written || (entry.s >= 0 && entry.s !== written)) {
@@ -459,6 +481,21 @@ class Sink {
       forgetTemporaryFile(temp);
       throw error;
     }
+  }
+
+  /** Writes one chunk at `position` in the file and counts it; handled, so it may be awaited later. */
+  private write(handle: fs.FileHandle, value: Uint8Array, position: number, path: string): Promise<void> {
+    const writing = writeAll(handle, value, position).then(
+      () => {
+        this.counts.bytes += value.length;
+        this.options.onBytes?.(value.length);
+      },
+      (error: unknown) => {
+        throw fileError(error, this.contextName, path, 'cannot write');
+      },
+    );
+    writing.catch(() => undefined);
+    return writing;
   }
 
   /** The mode to give what an entry describes (see `SinkOptions.untrusted`). */

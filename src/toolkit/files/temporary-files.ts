@@ -40,11 +40,15 @@ export function tempName(path: string): string {
   return join(dirname(path), `.${basename(path).slice(0, 200)}.${randomBytes(6).toString('hex')}.tendril-tmp`);
 }
 
-/** Writes all of `data` at the handle's position, however many writes it takes (a write may take part of it). */
-export async function writeAll(handle: fs.FileHandle, data: Uint8Array): Promise<void> {
+/**
+ * Writes all of `data` at `position` in the file (default: the handle's
+ * position), however many writes it takes (a write may take part of it).
+ */
+export async function writeAll(handle: fs.FileHandle, data: Uint8Array, position?: number): Promise<void> {
   let offset = 0;
   while (offset < data.length) {
-    const { bytesWritten } = await handle.write(data, offset, data.length - offset, null);
+    const at = position === undefined ? null : position + offset;
+    const { bytesWritten } = await handle.write(data, offset, data.length - offset, at);
     offset += bytesWritten;
   }
 }
