@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeSync } from 'node:fs';
+import * as net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { StreamError } from 'tendril';
-import { encodeFrame, FrameDecoder, HEADER_SIZE, Message } from '#dist/internal.js';
+import { encodeFrame, FrameDecoder, HEADER_SIZE, Message, Stream } from '#dist/internal.js';
 
 const header = { dst: 7, src: 0, auth: 0, handle: 1001, replyTo: 1002 };
 
@@ -65,5 +69,68 @@ describe('framing', () => {
     const versioned = Buffer.from(bytes);
     versioned[2] = 9;
     assert.throws(() => new FrameDecoder(1 << 20).push(versioned, () => {}), /protocol version 9/);
+  });
+});
+
+describe('Stream writes', () => {
+  // A UNIX socket pair in this process: the far end reads only when told.
+  async function socketPair(): Promise<{ near: net.Socket; far: net.Socket; close(): void }> {
+    const dir = mkdtempSync(join(tmpdir(), 'tendril-stream-'));
+    const path = join(dir, 's');
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(path, resolve));
+    const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
+    const near = net.connect(path);
+    await new Promise<void>((resolve) => near.once('connect', resolve));
+    const far = await accepted;
+    far.pause();
+    return {
+      near,
+      far,
+      close() {
+        near.destroy();
+        far.destroy();
+        server.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+
+  test('whenDrained wakes once bytes the descriptor did not take have gone, though they were under the high-water mark', async () => {
+    const { near, far, close } = await socketPair();
+    try {
+      const stream = new Stream({ name: 'peer', input: near, output: near, maxMessageSize: 1 << 20 });
+      // Fill the socket until it takes no more, so the next frame's direct write takes none of it
+      // and the frame, far under the stream's high-water mark, waits in Node's stream.
+      const fd = (near as unknown as { _handle: { fd: number } })._handle.fd;
+      const filler = Buffer.alloc(64 * 1024);
+      let filled = 0;
+      for (;;) {
+        try {
+          filled += writeSync(fd, filler);
+        } catch {
+          break;
+        }
+      }
+      assert.ok(filled > 0);
+      stream.send(Message.encoded(header, 'small'));
+      let woke = false;
+      stream.whenDrained(() => {
+        woke = true;
+      });
+      assert.equal(woke, false, 'the frame is still queued');
+      assert.ok(stream.queuedBytes > 0);
+      let read = 0;
+      far.on('data', (chunk: Buffer) => {
+        read += chunk.length;
+      });
+      far.resume();
+      const deadline = Date.now() + 10_000;
+      while (!woke && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.ok(woke, `whenDrained never called back (the far end read ${read} of ${filled}+ bytes)`);
+      stream.close('done');
+    } finally {
+      close();
+    }
   });
 });

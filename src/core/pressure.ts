@@ -36,19 +36,19 @@ export class PressureHolds {
 
   /** Tells the parent to hold calls to `dst` until `out` has drained. */
   pressure(out: Stream, dst: number): void {
-    let held = this.pressured.get(out);
-    if (!held) {
-      const set = new Set<number>();
-      held = set;
-      this.pressured.set(out, set);
-      out.whenDrained(() => {
-        this.pressured.delete(out);
-        for (const target of set) this.sendPressure(target, 0);
-      });
-    }
+    const known = this.pressured.get(out);
+    const held = known ?? new Set<number>();
     if (held.has(dst)) return;
     held.add(dst);
     this.sendPressure(dst, 1);
+    if (known) return;
+    this.pressured.set(out, held);
+    // Last: `out` may have drained already (its frames leave when asked), and
+    // then this calls back at once; the relief must follow the pressure.
+    out.whenDrained(() => {
+      this.pressured.delete(out);
+      for (const target of held) this.sendPressure(target, 0);
+    });
   }
 
   private sendPressure(target: number, on: 0 | 1): void {

@@ -217,7 +217,7 @@ export class Stream extends EventEmitter<StreamEvents> {
         skip -= part.length;
         continue;
       }
-      this.output.write(skip > 0 ? part.subarray(skip) : part);
+      this.output.write(skip > 0 ? part.subarray(skip) : part, this.written);
       skip = 0;
     }
   }
@@ -330,6 +330,16 @@ export class Stream extends EventEmitter<StreamEvents> {
     }
     this.drainWaiters.push(callback);
   }
+
+  /**
+   * After each write through `output`: wakes `whenDrained` waiters once it
+   * holds nothing. Its 'drain' event is not enough: a stream emits it only
+   * after a write that found it over its high-water mark, and what a direct
+   * write left over may be less than that.
+   */
+  private readonly written = (): void => {
+    if (this.drainWaiters.length > 0 && this.output.writableLength === 0) this.drained();
+  };
 
   private readonly drained = (): void => {
     this.output.off('drain', this.drained);
