@@ -92,6 +92,11 @@ export function printTable(summaries: Summary[]): void {
 }
 
 /** The table as Markdown, for docs/performance.md. */
+/** Text for a table cell: a `|` in it (`cat | cat`) would end the cell. */
+function cell(text: string): string {
+  return text.replace(/\|/g, '\\|');
+}
+
 export function markdownTable(summaries: Summary[]): string {
   const lines = ['| measurement | tendril median (p10–p90) | peers: median (ratio) |', '| --- | --- | --- |'];
   let group = '';
@@ -101,7 +106,8 @@ export function markdownTable(summaries: Summary[]): string {
       lines.push(`| **${group}** | | |`);
     }
     const spread = s.samples > 1 ? ` (${format(s.p10, s.unit)} – ${format(s.p90, s.unit)})` : '';
-    lines.push(`| ${s.metric} | ${format(s.median, s.unit)}${spread} | ${peerCells(s).join('<br>') || '—'} |`);
+    const peers = peerCells(s).join('<br>') || '—';
+    lines.push(`| ${cell(s.metric)} | ${format(s.median, s.unit)}${spread} | ${cell(peers)} |`);
   }
   return lines.join('\n');
 }
