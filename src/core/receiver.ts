@@ -279,6 +279,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
       `receiver on handle ${this.handle} in context '${this[ROUTER_SWITCH].name}' was closed`,
       dropQueued,
     );
+    if (this.closedWith) return;
     this.finish(
       new ChannelError(
         this[ROUTER_SWITCH].name,
@@ -334,11 +335,11 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
    */
   private onSenderClosed(message: Message): void {
     if (!this.window.closed(message)) return;
-    const error = new ChannelError(this[ROUTER_SWITCH].nameOf(message.src), message.src, deadReason(message));
     if (this.leaseCount > 0) {
       if (!this.release(message.src) || this.leaseCount > 0) return;
     }
-    this.end(this.lost ?? error);
+    // Made only when it is the one the receiver ends with: an error costs its stack.
+    this.end(this.lost ?? new ChannelError(this[ROUTER_SWITCH].nameOf(message.src), message.src, deadReason(message)));
   }
 
   /**
