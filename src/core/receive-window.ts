@@ -55,8 +55,7 @@ const MAX_SOURCES_PER_CONTEXT = 4096;
  * keeps to it (`fits`, the rule its Senders apply together, see
  * send-window.ts). Credit is returned to each Sender for its own messages
  * as the receiver's owner reads them: at once when half a window is owed
- * to a context, otherwise batched once per turn of the event loop, once
- * the owner has read all that was queued.
+ * to a context, otherwise batched once per turn of the event loop.
  *
  * What waits unread from another context, and the record of each of its
  * Senders, is charged to that context's account (`MessageSwitch.holding`), so
@@ -132,15 +131,8 @@ export class ReceiveWindow {
     return undefined;
   }
 
-  /**
-   * Records that the owner read (or was handed) `message`: gives back its
-   * charge, and returns credit for it in time.
-   * @param more whether more values wait to be read: the owner is behind,
-   *   and credit waits until half a window is owed or the queue is empty,
-   *   instead of going out every turn of the event loop (a message, and a
-   *   wake-up of the sender, per value read).
-   */
-  consumed(message: Message, more = false): void {
+  /** Records that the owner read (or was handed) `message`: gives back its charge, and returns credit for it in time. */
+  consumed(message: Message): void {
     const size = message.data.length;
     this.release(message.src, size + ITEM_OVERHEAD);
     const peer = this.peers.get(message.src);
@@ -154,7 +146,7 @@ export class ReceiveWindow {
     peer.owedBytes += size;
     if (peer.owedMessages * 2 >= this.window.messages || peer.owedBytes * 2 >= this.window.bytes) {
       this.creditPeer(peer);
-    } else if (!more && !this.flushScheduled) {
+    } else if (!this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(() => this.flush());
     }

@@ -204,7 +204,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
   getMessage(timeout?: number): Promise<Message> {
     const queued = this.queue.shift();
     if (queued) {
-      this.window.consumed(queued, this.queue.length > 0);
+      this.window.consumed(queued);
       return Promise.resolve(queued);
     }
     if (this.closedWith) return Promise.reject(this.closedWith);
@@ -319,7 +319,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
     if (waiter) {
       if (waiter.timer) clearTimeout(waiter.timer);
       this[ROUTER_SWITCH].release();
-      this.window.consumed(message, false);
+      this.window.consumed(message);
       waiter.resolve(message);
     } else {
       // Kept until read: it holds its own bytes, which is what it was charged for, not the read it came in.
