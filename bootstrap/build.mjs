@@ -102,11 +102,13 @@ async function bundle(entry, globalName, plugins, format = 'iife') {
     target,
     format,
     ...(format === 'iife' && { globalName }),
-    // Whitespace and syntax only: minified identifiers would lose class
-    // names, which travel in errors (CallError.remoteName), and keepNames'
-    // wrapper of every named closure costs each call about 1 µs.
+    // Whitespace and syntax only: with identifiers minified, keepNames
+    // would have to rename every closure as it is made (see cheapNames).
     minifyWhitespace: true,
     minifySyntax: true,
+    // Class names travel in errors (CallError.remoteName) and brands, and
+    // esbuild renames some (a clash of top-level names, `class _Channel`).
+    keepNames: true,
     legalComments: 'none',
     write: false,
     logLevel: 'warning',
@@ -114,33 +116,33 @@ async function bundle(entry, globalName, plugins, format = 'iife') {
     // Packages the connection layer uses reach children by module forwarding, not inside the bundle.
     external: ['ssh2'],
   });
-  const text = result.outputFiles[0].text;
-  checkClassNames(text, entry);
-  return text;
+  return cheapNames(result.outputFiles[0].text, entry);
 }
 
 /**
- * Fails the build when esbuild renamed a class to settle a clash of
- * top-level names (two modules' `Foo` become Foo and Foo2): without
- * keepNames the renamed class would carry the new name, and class names
- * travel in errors. Rename one of the two in the source, or set its name
- * by hand (`Object.defineProperty(Foo, 'name', { value: 'Foo' })`).
+ * esbuild's keepNames wraps every named function and class in `__name()`,
+ * which defines its `name` property: for the arrow functions made on every
+ * call (a request's settle, a reply's handler) that cost a call about 1 to
+ * 2 µs. Here the helper leaves arrow functions (no `prototype`) as they
+ * are, unnamed in stack traces, and names a class or function only when
+ * its own name differs, which in code whose identifiers are not minified
+ * is where esbuild renamed it (a clash of names, `class _Channel`).
  */
-function checkClassNames(text, file) {
-  const declared = new Set(
-    [...text.matchAll(/\b(?:class|function|var|let|const)\s+([A-Za-z_$][\w$]*)/g)].map((match) => match[1]),
-  );
-  const classes = [
-    ...[...text.matchAll(/\bclass\s+([A-Za-z_$][\w$]*)/g)].map((match) => match[1]),
-    ...[...text.matchAll(/\b([A-Za-z_$][\w$]*)\s*=\s*class\b/g)].map((match) => match[1]),
-  ];
-  for (const name of classes) {
-    const base = /^(.*?[^\d])\d+$/.exec(name)?.[1];
-    const namedByHand = text.includes(`defineProperty(${name}, "name", { value: "${base}" })`);
-    if (base !== undefined && declared.has(base) && !namedByHand) {
-      throw new Error(`${file}: esbuild renamed class ${base} to ${name} (a clash of top-level names); rename one`);
-    }
+function cheapNames(text, file) {
+  // Its parameters are renamed where the bundle has a `target` or `value` of its own.
+  const helper =
+    /\b__name ?= ?\((\w+), ?(\w+)\) ?=> ?__defProp\(\1, ?"name", ?\{ ?(?:value: ?)?\2, ?configurable: ?(?:true|!0) ?\}\)/;
+  if (!helper.test(text)) {
+    // Chunks that import the helper from the one that defines it.
+    if (/\b__name ?= ?\(/.test(text))
+      throw new Error(`${file}: esbuild's __name helper is not in the form cheapNames rewrites`);
+    return text;
   }
+  return text.replace(
+    helper,
+    (_, target, value) =>
+      `__name = (${target}, ${value}) => ${target}.prototype === undefined || ${target}.name === ${value} ? ${target} : __defProp(${target}, "name", { value: ${value}, configurable: true })`,
+  );
 }
 
 // Core: evaluates to a function of the child's require, returning the core's exports.
@@ -219,11 +221,8 @@ const master = await esbuild.build({
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  // Not keepNames: its wrapper of every named closure costs a call made
-  // here about 2 µs. The code is not minified, so names stay as written,
-  // except that esbuild renames clashing top-level names (two modules'
-  // `encode` become encode and encode2): checkClassNames below makes sure
-  // no class, whose name travels in errors, is one of them.
+  // esbuild renames clashing top-level names (two modules' `Router`); class names travel in errors.
+  keepNames: true,
   external: LAZY_PACKAGES,
   plugins: [portableMsgpackr, masterDebug],
   legalComments: 'none',
@@ -232,7 +231,11 @@ const master = await esbuild.build({
 });
 
 for (const output of Object.keys(master.metafile.outputs)) {
-  if (output.endsWith('.js')) checkClassNames(readFileSync(join(root, output), 'utf8'), output);
+  if (!output.endsWith('.js')) continue;
+  const file = join(root, output);
+  const text = readFileSync(file, 'utf8');
+  const cheap = cheapNames(text, output);
+  if (cheap !== text) writeFileSync(file, cheap);
 }
 
 // `tendril/child` as the master loads it (children get the core instead): a

@@ -261,6 +261,24 @@ describe('lifecycle', () => {
     const pids = JSON.parse(stdout) as number[];
     assert.ok((await waitGone(pids, 1000)) <= 1000);
   });
+
+  test('a program whose last call timed out exits at once, though the timeout ended its last request from a timer', async () => {
+    const master = spawn(process.execPath, [fixture('natural-exit.js'), 'timeout'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    let printed = 0;
+    master.stdout.on('data', (chunk: Buffer) => {
+      out += chunk;
+      printed ||= Date.now();
+    });
+    const code = await new Promise<number | null>((resolve) => master.on('exit', resolve));
+    assert.equal(code, 0);
+    const lingered = Date.now() - printed;
+    // The streams to its children kept the event loop alive until some I/O came (the next one about 8 s later).
+    assert.ok(lingered < 3000, `it exited ${lingered} ms after its last line`);
+    assert.ok((await waitGone(JSON.parse(out) as number[], 1000)) <= 1000);
+  });
 });
 
 describe('shutdownOnSignal', () => {

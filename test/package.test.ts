@@ -55,6 +55,24 @@ describe('package', () => {
     assert.deepEqual(Object.keys(await import('tendril/child')).sort(), ['callSignal', 'serviceName', 'thisContext']);
   });
 
+  test('every exported class and function carries its own name, as bundled', async () => {
+    // esbuild renames some (a clash of names, a class that names itself: `class _Channel`); the build's
+    // keepNames puts the names back, and errors' names and brands, and what util.inspect shows, rely on them.
+    for (const [name, value] of Object.entries(tendril)) {
+      if (typeof value === 'function') assert.equal(value.name, name);
+    }
+    const router = new tendril.Router();
+    try {
+      const context = await router.local();
+      assert.equal(context.constructor.name, 'Context');
+      const error = await context.call(() => Promise.reject(new Error('x'))).catch((e: unknown) => e);
+      assert.equal((error as Error).name, 'CallError');
+      assert.ok(error instanceof tendril.CallError);
+    } finally {
+      await router.shutdown();
+    }
+  });
+
   test('every exported declaration and public member has a doc comment', () => {
     const missing: string[] = [];
     // Every declaration file the package ships, in every folder: what the API report lists is

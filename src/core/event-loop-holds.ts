@@ -54,7 +54,9 @@ export class EventLoopHolds {
     // nothing in flight, they are unreferenced.
     if (!this.unrefScheduled) {
       this.unrefScheduled = true;
-      setImmediate(this.unrefLater).unref?.();
+      // Referenced: an unreferenced immediate does not wake a loop blocked in
+      // poll, and the streams would stay referenced until some I/O came.
+      setImmediate(this.unrefLater);
     }
   }
 

@@ -105,8 +105,6 @@ export class Stream extends EventEmitter<StreamEvents> {
   /** Messages that arrived during a blocking request, delivered once it is over. */
   private deferred: Message[] = [];
   private blocking = false;
-  /** The descriptor under `output`, written directly while nothing waits in `output` (see `flush`). */
-  private readonly fd: number | undefined;
   /** Frames sent this tick, written together once it ends (see `flush`). */
   private pending: Uint8Array[] = [];
   private readonly flush = (): void => this.writePending();
@@ -122,7 +120,6 @@ export class Stream extends EventEmitter<StreamEvents> {
     this.input = options.input;
     this.output = options.output;
     this.socket = options.socket;
-    this.fd = descriptorOf(options.output);
     this.decoder = new FrameDecoder(options.maxMessageSize);
     this.maxQueuedBytes = options.maxQueuedBytes ?? Math.max(256 * 1024 * 1024, 2 * options.maxMessageSize);
     this.input.on('data', this.onData);
@@ -208,8 +205,10 @@ export class Stream extends EventEmitter<StreamEvents> {
     this.pendingBytes = 0;
     if (this.closeReason !== undefined) return;
     let written = 0;
-    if (this.fd !== undefined && this.output.writableLength === 0) {
-      written = writeDirect(this.fd, parts);
+    // Read at each write, not kept: once Node has let go of the handle, the number may be another file's.
+    const fd = this.output.writableLength === 0 ? descriptorOf(this.output) : undefined;
+    if (fd !== undefined) {
+      written = writeDirect(fd, parts);
     }
     let skip = written;
     for (const part of parts) {

@@ -278,8 +278,3 @@ export class Context extends CoreContext {
     return jobsOf(this);
   }
 }
-
-// Bundled, this class and the core's share a top-level name, so esbuild
-// renames one (Context2); what console.log and errors show keeps the name
-// users know. The build checks that every renamed class is named here.
-Object.defineProperty(Context, 'name', { value: 'Context' });
