@@ -245,23 +245,29 @@ def peak_rss():
     return 0
 
 
-def fanout(router, n):
-    started = time.perf_counter()
+def in_threads(calls):
+    # Runs each call in a thread of its own, all at once (Mitogen's API
+    # blocks on each start), and raises the first error any of them met.
     errors = []
 
-    def one():
+    def run(call):
         try:
-            router.local().call(os.getpid)
+            call()
         except Exception as error:  # noqa: BLE001 - reported below
             errors.append(error)
 
-    threads = [threading.Thread(target=one) for _ in range(n)]
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     if errors:
         raise errors[0]
+
+
+def fanout(router, n):
+    started = time.perf_counter()
+    in_threads([lambda: router.local().call(os.getpid)] * n)
     print(json.dumps({'wall': ms(time.perf_counter() - started), 'rss': peak_rss()}))
 
 
@@ -334,25 +340,15 @@ def scale(router, mids, per):
     cpu_before = cpu_ms()
     started = time.perf_counter()
     leaves = [[] for _ in range(mids)]
-    errors = []
 
     def branch(i):
-        try:
-            mid = router.local()
-            for _ in range(per):
-                leaf = router.local(via=mid)
-                leaf.call(os.getpid)
-                leaves[i].append(leaf)
-        except Exception as error:  # noqa: BLE001 - reported below
-            errors.append(error)
+        mid = router.local()
+        for _ in range(per):
+            leaf = router.local(via=mid)
+            leaf.call(os.getpid)
+            leaves[i].append(leaf)
 
-    threads = [threading.Thread(target=branch, args=(i,)) for i in range(mids)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
+    in_threads([lambda i=i: branch(i) for i in range(mids)])
     start_ms = ms(time.perf_counter() - started)
     start_cpu = cpu_ms() - cpu_before
     everyone = [leaf for branch_leaves in leaves for leaf in branch_leaves]
