@@ -141,6 +141,27 @@ describe('commands', { timeout: 300_000 }, () => {
         assert.equal(only.stdout, 'ONLY=this');
       });
 
+      test('the environment a command gets is the context’s as it is now: changed by a running call, put back after', async () => {
+        const show = () => context.exec('sh', ['-c', 'echo "[$TENDRIL_SEEN]"']);
+        assert.equal((await show()).stdout, '[]');
+        const release = await context.call(() => {
+          process.env.TENDRIL_SEEN = 'set by a call';
+          return 'set';
+        });
+        // That call has ended: its change was put back.
+        assert.equal(release, 'set');
+        assert.equal((await show()).stdout, '[]');
+        // A call still running keeps its change while it runs, and the command sees it.
+        const running = context.call(async () => {
+          process.env.TENDRIL_SEEN = 'while running';
+          await new Promise((resolve) => setTimeout(resolve, 1500));
+        });
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        assert.equal((await show()).stdout, '[while running]');
+        await running;
+        assert.equal((await show()).stdout, '[]');
+      });
+
       test('input: a string, a Buffer, a large string, and a Node stream', async () => {
         assert.equal((await context.exec('cat', { input: 'typed\n' })).stdout, 'typed');
         assert.equal((await context.exec('wc', ['-c'], { input: Buffer.alloc(1000) })).stdout.trim(), '1000');
