@@ -1,5 +1,5 @@
 import { type ReceiverReference, setChannelFactory } from './codec.js';
-import { ChannelError, type TendrilError } from './errors.js';
+import { ChannelError, type TendrilError, withoutStack } from './errors.js';
 import { Message } from './message.js';
 import { optionsObject } from './options.js';
 import { Receiver } from './receiver.js';
@@ -83,8 +83,16 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
     receiver.onClosed((error) => {
       if (this.peer) return;
       const { contextName = this.router.name, contextId = this.router.id } = error as Partial<ChannelError>;
+      // A channel whose other end never wrote back (a command that ran without being controlled) ends so.
       this.fail(
-        new ChannelError(contextName, contextId, `the other end closed before it announced itself (${error.message})`),
+        withoutStack(
+          () =>
+            new ChannelError(
+              contextName,
+              contextId,
+              `the other end closed before it announced itself (${error.message})`,
+            ),
+        ),
       );
     });
   }

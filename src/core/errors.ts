@@ -11,7 +11,7 @@
  * travels to the caller and is rebuilt there (revival.ts).
  */
 
-export { describeError, TendrilError } from './errors/base.js';
+export { describeError, TendrilError, withoutStack } from './errors/base.js';
 export { CallError, type RemoteErrorInfo, TimeoutError } from './errors/call.js';
 export { ChannelError, ContextDisconnectedError } from './errors/delivery.js';
 export { HeldBytesError, MessageTooLargeError } from './errors/limits.js';

@@ -1,5 +1,5 @@
 import { deadReason } from './dead-replies.js';
-import { ChannelError, type TendrilError, TimeoutError } from './errors.js';
+import { ChannelError, type TendrilError, TimeoutError, withoutStack } from './errors.js';
 import type { Message } from './message.js';
 import { optionsObject } from './options.js';
 import { ReceiveWindow } from './receive-window.js';
@@ -338,8 +338,12 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
     if (this.leaseCount > 0) {
       if (!this.release(message.src) || this.leaseCount > 0) return;
     }
-    // Made only when it is the one the receiver ends with: an error costs its stack.
-    this.end(this.lost ?? new ChannelError(this[ROUTER_SWITCH].nameOf(message.src), message.src, deadReason(message)));
+    // The usual end of a receiver: made only when it is the one the receiver ends with, and
+    // without a stack, which would show only the message handling and is most of an error's cost.
+    this.end(
+      this.lost ??
+        withoutStack(() => new ChannelError(this[ROUTER_SWITCH].nameOf(message.src), message.src, deadReason(message))),
+    );
   }
 
   /**

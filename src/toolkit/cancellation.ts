@@ -54,12 +54,16 @@ export interface SettleOptions<T> {
 
 /** One operation's stop: see the file's comment. */
 export class Cancellation {
-  /** Fires when the operation is to stop: the caller's signal aborted or its timeout passed. */
-  readonly signal: AbortSignal;
-  /** Fires `grace` ms after `signal` when the operation has not settled: let go of the other side. */
-  readonly abandon: AbortSignal;
-  private readonly stop = new AbortController();
-  private readonly giveUp = new AbortController();
+  // The AbortControllers are made when first asked for: an operation that
+  // runs to its end, as most do, never needs them (each costs about 10 µs
+  // with its listeners, on every command).
+  private stopController: AbortController | undefined;
+  private abandonController: AbortController | undefined;
+  private stopped = false;
+  private stopReason: unknown;
+  private abandoned = false;
+  private readonly stopWatchers: (() => void)[] = [];
+  private readonly abandonWatchers: (() => void)[] = [];
   private readonly grace: number;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private graceTimer: ReturnType<typeof setTimeout> | undefined;
@@ -71,15 +75,13 @@ export class Cancellation {
 
   /** Starts `timeout` (capped at `MAX_TIMER`) now; an already aborted `options.signal` stops it at once. */
   constructor(options: CancellationOptions) {
-    this.signal = this.stop.signal;
-    this.abandon = this.giveUp.signal;
     this.grace = Math.min(options.grace ?? STOP_GRACE, MAX_TIMER);
     this.caller = options.signal;
     this.onAbort = () => this.cancel(this.caller?.reason);
     if (options.signal?.aborted) this.cancel(options.signal.reason);
     else options.signal?.addEventListener('abort', this.onAbort, { once: true });
     const { timeout } = options;
-    if (timeout !== undefined && !this.signal.aborted) {
+    if (timeout !== undefined && !this.stopped) {
       this.timer = setTimeout(
         () => this.cancel(new TimeoutError(options.what, options.contextName, timeout)),
         Math.min(timeout, MAX_TIMER),
@@ -89,18 +91,45 @@ export class Cancellation {
     }
   }
 
+  /** Fires when the operation is to stop: the caller's signal aborted or its timeout passed. */
+  get signal(): AbortSignal {
+    this.stopController ??= controller(this.stopped, this.stopReason);
+    return this.stopController.signal;
+  }
+
+  /** Fires `grace` ms after `signal` when the operation has not settled: let go of the other side. */
+  get abandon(): AbortSignal {
+    this.abandonController ??= controller(this.abandoned, this.stopReason);
+    return this.abandonController.signal;
+  }
+
   /** Why the operation stopped, once it has; undefined before. */
   get reason(): unknown {
-    return this.signal.aborted ? this.signal.reason : undefined;
+    return this.stopped ? this.stopReason : undefined;
+  }
+
+  /** Calls `watcher` once when the operation is to stop (as `signal` fires), at once if it has. */
+  onStop(watcher: () => void): void {
+    if (this.stopped) watcher();
+    else this.stopWatchers.push(watcher);
   }
 
   /** Stops the operation now, with `reason` (as the caller's signal would). */
   cancel(reason: unknown): void {
-    if (this.signal.aborted || this.settled) return;
+    if (this.stopped || this.settled) return;
     this.clearTimer();
-    this.stop.abort(reason);
-    this.graceTimer = setTimeout(() => this.giveUp.abort(reason), this.grace);
+    this.stopped = true;
+    this.stopReason = reason;
+    this.stopController?.abort(reason);
+    for (const watcher of this.stopWatchers.splice(0)) watcher();
+    this.graceTimer = setTimeout(() => this.giveUp(), this.grace);
     this.graceTimer.unref?.();
+  }
+
+  private giveUp(): void {
+    this.abandoned = true;
+    this.abandonController?.abort(this.stopReason);
+    for (const watcher of this.abandonWatchers.splice(0)) watcher();
   }
 
   /**
@@ -112,7 +141,7 @@ export class Cancellation {
    * with `error` if `abandon` fires first.
    */
   fail(error: unknown): void {
-    if (this.signal.aborted || this.settled) return;
+    if (this.stopped || this.settled) return;
     this.failedHere = true;
     this.cancel(error);
   }
@@ -133,7 +162,8 @@ export class Cancellation {
       const finish = (outcome: () => void) => {
         if (done) return;
         done = true;
-        this.abandon.removeEventListener('abort', onAbandon);
+        const index = this.abandonWatchers.indexOf(onAbandon);
+        if (index !== -1) this.abandonWatchers.splice(index, 1);
         this.dispose();
         outcome();
       };
@@ -146,12 +176,12 @@ export class Cancellation {
             reject(error);
           }
         });
-      if (this.abandon.aborted) return onAbandon();
-      this.abandon.addEventListener('abort', onAbandon, { once: true });
+      if (this.abandoned) return onAbandon();
+      this.abandonWatchers.push(onAbandon);
       work.then(
         (value) => finish(() => resolve(value)),
         (error: unknown) =>
-          finish(() => reject(this.signal.aborted && !keepFailure && !this.failedHere ? this.reason : error)),
+          finish(() => reject(this.stopped && !keepFailure && !this.failedHere ? this.reason : error)),
       );
     });
   }
@@ -168,4 +198,11 @@ export class Cancellation {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
   }
+}
+
+/** An AbortController, already aborted with `reason` when `aborted`. */
+function controller(aborted: boolean, reason: unknown): AbortController {
+  const made = new AbortController();
+  if (aborted) made.abort(reason);
+  return made;
 }

@@ -39,6 +39,27 @@ export function describeError(error: unknown): string {
   }
 }
 
+/**
+ * `make()`'s error without a stack: for the errors tendril makes as a matter
+ * of course when something ends normally (a Sender closed, a command
+ * over), where the stack would only show tendril's message handling and
+ * capturing it is most of what the error costs.
+ */
+export function withoutStack<E extends Error>(make: () => E): E {
+  const limit = Error.stackTraceLimit;
+  try {
+    Error.stackTraceLimit = 0;
+  } catch {
+    // Frozen by the program: the error keeps its stack.
+    return make();
+  }
+  try {
+    return make();
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+
 /** Base class of every error tendril throws on purpose. */
 export class TendrilError extends Error {
   /** Stable machine-readable code, e.g. `'ERR_TENDRIL_CALL'`. */

@@ -1,7 +1,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import { Channel } from '../../core/channel.js';
 import { CALL_TOOLKIT, type Context, routerOf } from '../../core/context.js';
-import { ChannelError, HeldBytesError, ProtocolError } from '../../core/errors.js';
+import { ChannelError, HeldBytesError, ProtocolError, withoutStack } from '../../core/errors.js';
 import type { Holding } from '../../core/holdings.js';
 import { ABANDON } from '../../core/sender.js';
 import { Cancellation } from '../cancellation.js';
@@ -183,14 +183,10 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
         grace: (options.forceKillAfterDelay ?? 0) + BACKSTOP_GRACE,
       });
       this.cancellation = cancellation;
-      cancellation.signal.addEventListener(
-        'abort',
-        () => {
-          // Else the master stopped it itself and said why first.
-          this.stoppedBy ??= signal?.aborted ? 'abort' : 'timeout';
-        },
-        { once: true },
-      );
+      cancellation.onStop(() => {
+        // Else the master stopped it itself and said why first.
+        this.stoppedBy ??= signal?.aborted ? 'abort' : 'timeout';
+      });
       // An abort kills the group whatever stopped the command before.
       const onAbort = () => {
         this.canceled = true;
@@ -233,7 +229,9 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
           if (this.gaveUp || !this.pumpEnded) this.halt();
           // Nothing more is read from the context, nor kept for it, nor waits on it: what it
           // still sends is dropped, and input it takes no credit for no longer holds the master.
-          const ended = new ChannelError(context.name, context.id, `exec ${this.command} has ended`);
+          const ended = withoutStack(
+            () => new ChannelError(context.name, context.id, `exec ${this.command} has ended`),
+          );
           channel[ABANDON](ended);
           inputChannel?.[ABANDON](ended);
           endInput?.();
