@@ -1,5 +1,5 @@
 import { addExtension } from 'msgpackr';
-import { DecodeError } from '../errors.js';
+import { DecodeError, withoutStack } from '../errors.js';
 import { ERROR_EXTENSION } from './extension-types.js';
 
 /**
@@ -75,26 +75,4 @@ function rebuildError(name: string, message: string, cause: unknown): Error {
     Object.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true, enumerable: false });
   }
   return error;
-}
-
-/**
- * Builds an error without capturing a stack trace. The trace would show the
- * decoder, not where the error was thrown remotely, and capturing it is
- * most of the cost: ten times that of the rest, about 100 bytes of heap
- * per payload byte for a payload of nothing but Errors.
- */
-function withoutStack(build: () => Error): Error {
-  const limit = Error.stackTraceLimit;
-  if (typeof limit !== 'number') return build();
-  try {
-    Error.stackTraceLimit = 0;
-  } catch {
-    // Frozen intrinsics: build it with a trace.
-    return build();
-  }
-  try {
-    return build();
-  } finally {
-    Error.stackTraceLimit = limit;
-  }
 }

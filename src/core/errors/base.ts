@@ -40,13 +40,16 @@ export function describeError(error: unknown): string {
 }
 
 /**
- * `make()`'s error without a stack: for the errors tendril makes as a matter
- * of course when something ends normally (a Sender closed, a command
- * over), where the stack would only show tendril's message handling and
- * capturing it is most of what the error costs.
+ * `make()`'s error without capturing a stack trace, which is most of what
+ * an error costs (ten times the rest). For errors whose trace would show
+ * only tendril's own machinery: an error revived by the decoder (its trace
+ * would show the decoder, not where it was thrown remotely), and the
+ * errors tendril makes as a matter of course when something ends normally
+ * (a Sender closed, a command over).
  */
 export function withoutStack<E extends Error>(make: () => E): E {
   const limit = Error.stackTraceLimit;
+  if (typeof limit !== 'number') return make();
   try {
     Error.stackTraceLimit = 0;
   } catch {

@@ -163,15 +163,15 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
         file,
         args: [...args],
         shell: options.shell,
-        cwd: options.cwd,
-        env: options.env,
         extendEnv: options.extendEnv,
-        input: whole,
         streamedInput: inputChannel !== undefined,
-        timeout: options.timeout,
         killSignal: options.killSignal,
-        forceKillAfterDelay: options.forceKillAfterDelay,
       };
+      if (options.cwd !== undefined) request.cwd = options.cwd;
+      if (options.env !== undefined) request.env = options.env;
+      if (whole !== undefined) request.input = whole;
+      if (options.timeout !== undefined) request.timeout = options.timeout;
+      if (options.forceKillAfterDelay !== undefined) request.forceKillAfterDelay = options.forceKillAfterDelay;
       // The timeout and the kills run in the context; the master's own
       // bound is that a context that stops answering (or a reader that
       // stops reading) cannot hold the command for ever once it is to stop.

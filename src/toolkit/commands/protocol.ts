@@ -5,7 +5,11 @@
  * the master half share them without sharing code.
  */
 
-/** How the master asks a context to run a command (the remote `exec` export's first argument). */
+/**
+ * How the master asks a context to run a command (the remote `exec` export's
+ * first argument). Options left unset are left out: each undefined field
+ * still costs its encoding and decoding.
+ */
 export interface ExecRequest {
   /** The program, or with `shell` the command line. */
   file: string;
@@ -14,24 +18,24 @@ export interface ExecRequest {
   /** A shell to run `file` and `args` in, joined by spaces: `true` for /bin/sh. */
   shell: boolean | string;
   /** Working directory of the command; undefined: the context's own. */
-  cwd: string | undefined;
+  cwd?: string;
   /** Variables set on top of the context's environment, or instead of it (`extendEnv: false`). */
-  env: Record<string, string> | undefined;
+  env?: Record<string, string>;
   /** Whether `env` is added to the context's `process.env` (true) or is the whole environment. */
   extendEnv: boolean;
   /** Input given whole; a streamed input arrives on its own Channel instead. */
-  input: Buffer | undefined;
+  input?: Buffer;
   /** Whether input comes on a Channel (the request's third argument). */
   streamedInput: boolean;
   /** Kill after this many ms. */
-  timeout: number | undefined;
+  timeout?: number;
   /**
    * Signal for the timeout's kill, checked by the master; the remote half
    * sends no signal its system does not know.
    */
   killSignal: string;
   /** After killing with `killSignal`, SIGKILL the group this many ms later if it is still there. */
-  forceKillAfterDelay: number | undefined;
+  forceKillAfterDelay?: number;
 }
 
 /** A chunk of output: which stream it came from, and its bytes. */
