@@ -54,15 +54,22 @@ describe('podman', () => {
   test('a job in a container outlives its context and is re-attached from a new one, as the same user', async () => {
     await using router = new Router();
     const first = await router.podman({ container: 'web', user: IMAGE_USER, podmanArgs: bed.args });
-    const job = await first.startJob({ timeout: 30_000, name: 'in-container' }, async () => {
-      await new Promise((resolve) => setTimeout(resolve, 1500));
-      console.log('done in', require('node:os').hostname());
-      return process.getuid?.();
-    });
+    // The job runs until the test releases it (a file it waits for), however long the contexts take to come and go.
+    const release = `/tmp/tendril-release-${process.pid}-${Date.now()}`;
+    const job = await first.startJob(
+      { timeout: 30_000, name: 'in-container' },
+      async (path: string) => {
+        while (!require('node:fs').existsSync(path)) await new Promise((resolve) => setTimeout(resolve, 50));
+        console.log('done in', require('node:os').hostname());
+        return process.getuid?.();
+      },
+      release,
+    );
     await first.shutdown();
     const second = await router.podman({ container: 'web', user: IMAGE_USER, podmanArgs: bed.args });
     const again = second.job(job.id);
     assert.equal((await again.status()).state, 'running', 'it outlived the context that started it');
+    await second.call((path: string) => require('node:fs').writeFileSync(path, ''), release);
     assert.equal(await again.result(), 1000);
     const lines = [];
     for await (const { line } of again.output()) lines.push(line);
