@@ -29,17 +29,19 @@ import {
 const SIZE = 1024 * 1024;
 
 /** A master router and two children, `a` (ID 1) and `b` (ID 2), joined by in-memory streams. */
+/** A child router numbered `id`, joined to `master` through a pair of in-memory pipes. */
+function joinChild(master: Router, id: number, name: string): Router {
+  const down = new PassThrough();
+  const up = new PassThrough();
+  const child = new Router({ id, name, parentIds: [0], maxMessageSize: SIZE });
+  child.setParentStream(new Stream({ name: 'parent', input: down, output: up, maxMessageSize: SIZE }));
+  master.addChildStream(new Stream({ name, input: up, output: down, maxMessageSize: SIZE }), id, name);
+  return child;
+}
+
 function tree() {
   const master = new Router({ id: 0, name: 'master', parentIds: [], maxMessageSize: SIZE });
-  const join = (id: number, name: string) => {
-    const down = new PassThrough();
-    const up = new PassThrough();
-    const child = new Router({ id, name, parentIds: [0], maxMessageSize: SIZE });
-    child.setParentStream(new Stream({ name: 'parent', input: down, output: up, maxMessageSize: SIZE }));
-    master.addChildStream(new Stream({ name, input: up, output: down, maxMessageSize: SIZE }), id, name);
-    return child;
-  };
-  return { master, a: join(1, 'a'), b: join(2, 'b') };
+  return { master, a: joinChild(master, 1, 'a'), b: joinChild(master, 2, 'b') };
 }
 
 function warnings(router: Router): RouterWarning[] {
@@ -153,15 +155,7 @@ describe('routers joined in one process', () => {
     const allocator = new IdAllocator(pair.master);
     const first = await allocator.allocateChild();
     const other = await allocator.allocateChild();
-    const grandchild = new Router({ id: first.id, name: 'numbered', parentIds: [0], maxMessageSize: SIZE });
-    const down = new PassThrough();
-    const up = new PassThrough();
-    grandchild.setParentStream(new Stream({ name: 'parent', input: down, output: up, maxMessageSize: SIZE }));
-    pair.master.addChildStream(
-      new Stream({ name: 'numbered', input: up, output: down, maxMessageSize: SIZE }),
-      first.id,
-      'numbered',
-    );
+    const grandchild = joinChild(pair.master, first.id, 'numbered');
     let granted = 1001;
     for (;;) {
       try {
@@ -191,15 +185,7 @@ describe('a context numbering many children at once', () => {
     const pair = tree();
     const allocator = new IdAllocator(pair.master);
     const mid = await allocator.allocateChild();
-    const child = new Router({ id: mid.id, name: 'mid', parentIds: [0], maxMessageSize: SIZE });
-    const down = new PassThrough();
-    const up = new PassThrough();
-    child.setParentStream(new Stream({ name: 'parent', input: down, output: up, maxMessageSize: SIZE }));
-    pair.master.addChildStream(
-      new Stream({ name: 'mid', input: up, output: down, maxMessageSize: SIZE }),
-      mid.id,
-      'mid',
-    );
+    const child = joinChild(pair.master, mid.id, 'mid');
     const pool = new IdPool(child, mid.block);
     const given = await Promise.all(Array.from({ length: 60 }, () => pool.allocateChild()));
     const ids = new Set(given.map((g) => g.id));

@@ -368,10 +368,8 @@ export class Stream extends EventEmitter<StreamEvents> {
   /** Closes both directions and emits `close` once with `reason`. */
   close(reason: string): void {
     if (this.closeReason !== undefined) return;
-    // Frames sent this tick still leave, as they did before the close: end() flushes them.
-    for (const part of this.pending) this.output.write(part);
-    this.pending = [];
-    this.pendingBytes = 0;
+    // Frames sent this tick still leave, as they did before the close: what the descriptor does not take, end() flushes.
+    this.writePending();
     this.closeReason = reason;
     this.input.off('data', this.onData);
     // Errors after close are expected (EPIPE and the like) and carry no news.
