@@ -324,6 +324,7 @@ async function inProcess(): Promise<void> {
         });
       }
     }
+    await commandRows(router, contexts, server);
     await server.close();
 
     progress('isolated calls');
@@ -349,38 +350,6 @@ async function inProcess(): Promise<void> {
         peers: beside,
       });
     }
-
-    progress('commands');
-    const mine: number[] = [];
-    const plain: number[] = [];
-    const master: number[] = [];
-    const control = mkdtempSync(join(tmpdir(), 'tendril-bench-cm-'));
-    const controlArgs = openSshArgs(bed, [
-      'Compression=no',
-      'ControlMaster=auto',
-      `ControlPath=${control}/%C`,
-      'ControlPersist=60',
-    ]);
-    for (let i = 0; i < FEW; i++) {
-      mine.push(await commands(contexts.ssh as Context, COMMANDS));
-      plain.push(await timeShell(`for i in $(seq ${COMMANDS}); do ssh ${ssh.map(shellQuote).join(' ')} true; done`));
-      master.push(
-        await timeShell(`for i in $(seq ${COMMANDS}); do ssh ${controlArgs.map(shellQuote).join(' ')} true; done`),
-      );
-    }
-    await run('ssh', [...controlArgs.slice(0, -1), '-O', 'exit', controlArgs.at(-1) as string]).catch(() => {});
-    rmSync(control, { recursive: true, force: true });
-    rows.push({
-      group: GROUPS.commands,
-      metric: `exec('true') x ${COMMANDS} in an ssh context`,
-      unit: 'ms',
-      tendril: mine,
-      peers: {
-        'ssh host true': median(plain),
-        'ssh host true, ControlMaster': median(master),
-        Mitogen: peer('commands'),
-      },
-    });
 
     progress('memory');
     const idleChild = await idleChildRss(router);
@@ -468,6 +437,82 @@ async function inProcess(): Promise<void> {
 }
 
 /** 4: a file copied to a local and an ssh context, beside cat through a pipe and through ssh. */
+/**
+ * 5: commands, tendril and Mitogen alternating on contexts that have both
+ * made the round trips above (Mitogen's through its driver in serve mode),
+ * beside OpenSSH, and tendril's command spawner beside Node's own spawn in
+ * local contexts fresh and after 1 MiB calls (a context that has held a
+ * lot of memory costs Node's fork more).
+ */
+async function commandRows(router: Router, contexts: Record<string, Context>, server: MitogenServer): Promise<void> {
+  progress('commands');
+  const mine: number[] = [];
+  const theirs: number[] = [];
+  const plain: number[] = [];
+  const master: number[] = [];
+  const control = mkdtempSync(join(tmpdir(), 'tendril-bench-cm-'));
+  const controlArgs = openSshArgs(bed, [
+    'Compression=no',
+    'ControlMaster=auto',
+    `ControlPath=${control}/%C`,
+    'ControlPersist=60',
+  ]);
+  for (let i = -1; i < FEW; i++) {
+    // Round -1 warms each up (the spawner starts on a context's first command).
+    const round = [
+      await commands(contexts.ssh as Context, COMMANDS),
+      await server.request<number>({ op: 'commands', kind: 'ssh', count: COMMANDS }),
+      await timeShell(`for i in $(seq ${COMMANDS}); do ssh ${ssh.map(shellQuote).join(' ')} true; done`),
+      await timeShell(`for i in $(seq ${COMMANDS}); do ssh ${controlArgs.map(shellQuote).join(' ')} true; done`),
+    ];
+    if (i < 0) continue;
+    mine.push(round[0] as number);
+    theirs.push(round[1] as number);
+    plain.push(round[2] as number);
+    master.push(round[3] as number);
+  }
+  await run('ssh', [...controlArgs.slice(0, -1), '-O', 'exit', controlArgs.at(-1) as string]).catch(() => {});
+  rmSync(control, { recursive: true, force: true });
+  rows.push({
+    group: GROUPS.commands,
+    metric: `exec('true') x ${COMMANDS} in an ssh context`,
+    unit: 'ms',
+    tendril: mine,
+    peers: {
+      'ssh host true': median(plain),
+      'ssh host true, ControlMaster': median(master),
+      Mitogen: median(theirs),
+    },
+  });
+
+  const spawner = await router.local();
+  const nodeSpawn = await router.local({ env: { ...process.env, TENDRIL_EXEC_SPAWNER: 'node' } });
+  for (const state of ['fresh', 'after 1 MiB calls'] as const) {
+    if (state !== 'fresh') for (const context of [spawner, nodeSpawn]) await roundTrips(context, MIB, SMOKE ? 2 : 30);
+    const samples: number[][] = [[], [], []];
+    for (let i = -1; i < FEW; i++) {
+      const round = [
+        await commands(spawner, COMMANDS),
+        await commands(nodeSpawn, COMMANDS),
+        await server.request<number>({ op: 'commands', kind: 'local', count: COMMANDS }),
+      ];
+      if (i >= 0) for (const [j, value] of round.entries()) samples[j]?.push(value);
+    }
+    const rss = await spawner.call(() => process.memoryUsage().rss);
+    rows.push({
+      group: GROUPS.commands,
+      metric: `exec('true') x ${COMMANDS} in a local context, ${state} (its RSS ${(rss / MIB).toFixed(0)} MiB)`,
+      unit: 'ms',
+      tendril: samples[0] ?? [],
+      peers: {
+        "Node's spawn (TENDRIL_EXEC_SPAWNER=node)": median(samples[1] ?? []),
+        Mitogen: median(samples[2] ?? []),
+      },
+    });
+  }
+  await Promise.all([spawner.shutdown(), nodeSpawn.shutdown()]);
+}
+
 async function bulk(): Promise<void> {
   progress(`bulk: ${BULK_MIB} MiB`);
   const router = new Router();

@@ -144,15 +144,6 @@ def inproc(router):
     out = {}
     targets = {'local': router.local()}
     targets['ssh'] = ssh(router)
-    commands = 10 if SMOKE else 100
-    samples = []
-    for _ in range(2 if SMOKE else 5):
-        started = time.perf_counter()
-        for _ in range(commands):
-            targets['ssh'].call(subprocess.check_call, ['true'])
-        samples.append(ms(time.perf_counter() - started))
-    out['commands'] = samples
-
     local = targets['local']
     n = 1000 if SMOKE else 10000
     for _ in range(200):

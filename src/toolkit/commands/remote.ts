@@ -11,12 +11,20 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { constants } from 'node:os';
-import type { Readable, Writable } from 'node:stream';
+import type { Writable } from 'node:stream';
 import type { Channel } from '../../core/channel.js';
 import { environmentNow, markOwn } from '../../core/process-state.js';
 import { contextRuntime } from '../../core/runtime.js';
 import { groupAlive, killGroup } from '../process-groups.js';
 import type { Control, ExecRequest, OutputChunk, RemoteOutcome } from './protocol.js';
+import { commandSpawner, type SpawnedCommand } from './spawner.js';
+
+/** What is used of a command's stdout and stderr: a Readable, or the spawner's `SpawnedOutput`. */
+interface OutputSource {
+  on(event: 'data', listener: (data: Buffer) => void): unknown;
+  pause(): unknown;
+  resume(): unknown;
+}
 
 /** How long output waits to go out with more, or with the outcome, in ms. */
 const HOLD_MS = 10;
@@ -132,7 +140,8 @@ export function exec(
   const piped = request.input !== undefined || request.streamedInput;
   const env = request.extendEnv ? Object.assign(environmentNow(), request.env) : (request.env ?? {});
   return new Promise<RemoteOutcome>((resolve) => {
-    let child: ChildProcess;
+    let child: ChildProcess | SpawnedCommand;
+    let pid: number | undefined;
     let timedOut = false;
     let done = false;
     const timers: ReturnType<typeof setTimeout>[] = [];
@@ -143,55 +152,79 @@ export function exec(
       done = true;
       for (const timer of timers) clearTimeout(timer);
       const tail = takeTail();
-      resolve({ ...outcome, pid: child?.pid, timedOut, chunks, tail, durationMs: Date.now() - started });
+      resolve({ ...outcome, pid, timedOut, chunks, tail, durationMs: Date.now() - started });
     };
-    try {
-      child = spawn(request.file, request.args, {
-        cwd: request.cwd,
-        env,
-        shell: request.shell,
-        // Its own process group (and session), so the whole group can be killed.
-        detached: true,
-        stdio: [piped ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-      });
-    } catch (error) {
-      const { code, message } = error as NodeJS.ErrnoException;
-      finish({ exitCode: null, signal: null, spawnError: { code, message } });
-      return;
+    // Commands without input go through the context's spawner once it is ready (see spawner.ts).
+    const spawner = piped ? undefined : commandSpawner();
+    const launched = spawner?.launch({
+      file: request.file,
+      args: request.args,
+      cwd: request.cwd,
+      env,
+      shell: request.shell,
+    });
+    if (launched) child = launched;
+    else {
+      try {
+        child = spawn(request.file, request.args, {
+          cwd: request.cwd,
+          env,
+          shell: request.shell,
+          // Its own process group (and session), so the whole group can be killed.
+          detached: true,
+          stdio: [piped ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+        });
+      } catch (error) {
+        const { code, message } = error as NodeJS.ErrnoException;
+        finish({ exitCode: null, signal: null, spawnError: { code, message } });
+        return;
+      }
     }
     child.on('error', (error: NodeJS.ErrnoException) => {
       // Only a failed start ends the command here; a failed kill is not the command's end.
       if (child.pid === undefined)
         finish({ exitCode: null, signal: null, spawnError: { code: error.code, message: error.message } });
     });
-    const pid = child.pid;
-    if (pid === undefined) return;
-    let closedResolve: () => void = () => {};
-    const entry: Running = { pid, closed: false, whenClosed: new Promise<void>((r) => (closedResolve = r)) };
-    running.add(entry);
-    child.on('close', (code: number | null, signal: string | null) => {
-      // Kept while processes it started stay in its group (`running`).
-      entry.closed = true;
-      closedResolve();
-      finish({ exitCode: code, signal });
-      // After the outcome has gone: asking after a group that is gone costs an exception, about 25 µs.
-      setImmediate(() => {
-        if (groupAlive(pid)) sweepLater();
-        else running.delete(entry);
+    /** A kill asked for before the spawner reported the start. */
+    let pendingKill: [string, number | null] | undefined;
+    const begin = (leader: number) => {
+      pid = leader;
+      let closedResolve: () => void = () => {};
+      const entry: Running = { pid, closed: false, whenClosed: new Promise<void>((r) => (closedResolve = r)) };
+      running.add(entry);
+      child.on('close', (code: number | null, signal: string | null) => {
+        // Kept while processes it started stay in its group (`running`).
+        entry.closed = true;
+        closedResolve();
+        finish({ exitCode: code, signal });
+        // After the outcome has gone: asking after a group that is gone costs an exception, about 25 µs.
+        setImmediate(() => {
+          if (groupAlive(leader)) sweepLater();
+          else running.delete(entry);
+        });
       });
-    });
+      if (pendingKill) kill(...pendingKill);
+    };
+    if (child.pid !== undefined) begin(child.pid);
+    else if (launched) launched.once('spawn', () => begin(launched.pid as number));
+    else return;
 
-    const kill = (signal: string, forceAfter: number | null) => {
+    function kill(signal: string, forceAfter: number | null): void {
       if (done || !isSignal(signal)) return;
-      killGroup(pid, signal);
+      if (pid === undefined) {
+        pendingKill = [signal, forceAfter];
+        return;
+      }
+      const leader = pid;
+      killGroup(leader, signal);
       if (forceAfter !== null && signal !== 'SIGKILL') {
         // Not cleared when the command ends: a member that ignores `signal`
         // outlives the leader, and the group is what it aims at (gone, the
         // kill fails harmlessly). Unref'd: it must not hold the context up.
-        const force = setTimeout(() => killGroup(pid, 'SIGKILL'), forceAfter);
+        const force = setTimeout(() => killGroup(leader, 'SIGKILL'), forceAfter);
         force.unref();
       }
-    };
+    }
     if (request.timeout !== undefined) {
       timers.push(
         setTimeout(() => {
@@ -221,7 +254,7 @@ export function exec(
 
     // Output waits up to HOLD_MS (or FLUSH_BYTES) to go out in a batch, and
     // what is held when the command ends rides in the outcome.
-    const streams = [child.stdout as Readable, child.stderr as Readable];
+    const streams = [child.stdout as OutputSource, child.stderr as OutputSource];
     let lost = false;
     let held: OutputChunk[] = [];
     let heldBytes = 0;
