@@ -3,7 +3,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { CommandError, type Context, Router } from 'tendril';
+import { CommandError, type Context, ContextDisconnectedError, Router } from 'tendril';
 import { isAlive, sleep, waitFor, waitGone, withLimit } from './support/procs.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
 
@@ -301,6 +301,50 @@ describe('the command spawner', { timeout: 300_000 }, () => {
         assert.equal(await parentOf(victim), await victim.call(() => process.pid));
         await victim.shutdown();
       });
+
+      test('a context killed with SIGKILL leaves none of its commands behind, what a finished leader left included', async () => {
+        const victim = await start(`spawner-killed-${kind}`);
+        await spawnerOf(victim);
+        // The leader exits at once, its member holds the output open; the other writes without pause.
+        const lingering = victim.exec('/bin/sh', ['-c', '/bin/sleep 1000 & echo $!'], { reject: false });
+        const flooding = victim.exec('/bin/sh', ['-c', 'echo $$; exec /usr/bin/yes'], { reject: false });
+        const firstLine = async (command: typeof lingering) => {
+          for await (const line of command.lines()) return Number(line);
+          return 0;
+        };
+        const pids = await Promise.all([firstLine(lingering), firstLine(flooding)]);
+        for (const pid of pids) assert.ok(isAlive(pid), `process ${pid} runs`);
+        const ends = [lingering, flooding].map((command) =>
+          command.then(
+            () => 'ended',
+            (error: unknown) => error,
+          ),
+        );
+        process.kill(await victim.call(() => process.pid), 'SIGKILL');
+        await waitGone(pids, 10_000);
+        for (const end of await Promise.all(ends)) assert.ok(end instanceof ContextDisconnectedError, String(end));
+      });
     });
   }
+
+  test('commands start as with Node once the directory the context started in has been removed', async () => {
+    const results: string[][] = [];
+    for (const env of [undefined, { ...process.env, PATH: join(scratch, 'bin') }]) {
+      const home = mkdtempSync(join(scratch, 'gone-'));
+      const context = await router.local({ name: `spawner-gone-${results.length}`, cwd: home, env });
+      try {
+        if (env === undefined) await spawnerOf(context);
+        rmSync(home, { recursive: true });
+        results.push([
+          (await context.exec('/bin/echo', ['runs'])).stdout,
+          (await context.exec('/bin/pwd', { cwd: '/tmp' })).stdout,
+          (await context.exec('/bin/sh', ['-c', '/bin/ls -a | /usr/bin/wc -l'])).stdout.trim(),
+        ]);
+      } finally {
+        await context.shutdown();
+      }
+    }
+    assert.deepEqual(results[0], ['runs', '/tmp', '0']);
+    assert.deepEqual(results[0], results[1]);
+  });
 });

@@ -33,6 +33,16 @@ export function environmentNow(): Record<string, string | undefined> {
   return watching ? watching.environmentNow() : { ...process.env };
 }
 
+/**
+ * The process's umask when it is known without asking the kernel: the one
+ * taken at start while no call has set one since the last restore; else
+ * undefined. Reading it with `process.umask()` means setting it, which
+ * leaves a moment with another mask for every thread of the process.
+ */
+export function umaskNow(): number | undefined {
+  return watching?.umaskNow();
+}
+
 // biome-ignore lint/suspicious/noExplicitAny: listeners of every event.
 type Listener = (...args: any[]) => void;
 
@@ -119,6 +129,11 @@ export class ProcessState {
   /** See the exported `environmentNow`. */
   environmentNow(): Record<string, string | undefined> {
     return process.env === this.envProxy && !this.envChanged ? Object.assign({}, this.env) : { ...process.env };
+  }
+
+  /** See the exported `umaskNow`. */
+  umaskNow(): number | undefined {
+    return this.umaskChanged || process.umask !== this.umaskWatch ? undefined : this.umask;
   }
 
   /** Puts back what calls changed; cheap when they changed nothing. */

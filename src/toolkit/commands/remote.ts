@@ -58,6 +58,13 @@ let sweeper: ReturnType<typeof setInterval> | undefined;
 /** How often the sweeper runs, in ms. */
 const SWEEP_MS = 1000;
 let hooked = false;
+/**
+ * Set once the context has begun to shut down: a command that ends then
+ * (killed by the shutdown, mostly) is not answered, and its call ends with
+ * the connection, as every call still running does (the master's
+ * `ContextDisconnectedError`), whichever way it was started.
+ */
+let stopping = false;
 
 /** Forgets the finished commands whose groups are gone. */
 function prune(): void {
@@ -92,6 +99,7 @@ function hookShutdown(): void {
     }),
   );
   contextRuntime().broker.addCleanup(async (grace) => {
+    stopping = true;
     prune();
     const commands = [...running];
     if (commands.length === 0) return;
@@ -151,6 +159,7 @@ export function exec(
       if (done) return;
       done = true;
       for (const timer of timers) clearTimeout(timer);
+      if (stopping) return;
       const tail = takeTail();
       resolve({ ...outcome, pid, timedOut, chunks, tail, durationMs: Date.now() - started });
     };

@@ -6,9 +6,10 @@
  *
  * Started as `perl -e SCRIPT WINDOW`. Messages both ways are framed
  * `[u32 length][type byte][u32 id][body]`, big-endian, the length counting
- * from the type byte. Node sends `S` (start: NUL-separated umask, base
- * directory, cwd or '', file, argument count, argv, then the environment
- * as NAME=value) and `A` (ack: u32 bytes of output taken). The spawner
+ * from the type byte. Node sends `S` (start: NUL-separated umask, the
+ * context's directory as /proc/PID/cwd and by name (a relative or no cwd
+ * starts there), cwd or '', file, argument count, argv, then the
+ * environment as NAME=value) and `A` (ack: u32 bytes of output taken). The spawner
  * answers `R` (ready, once), `P` (started: u32 pid), `E` (not started:
  * u32 errno), `O` (output: a byte 1 or 2, the stream, then the bytes) and
  * `X` (ended: u32 wait status, once its stdout and stderr are closed and
@@ -20,14 +21,15 @@
  * stderr on socket pairs (libuv's pipes are socket pairs too), the
  * environment replaced, and execvp, which searches the new environment's
  * PATH. Every other descriptor it holds is close-on-exec (Perl marks its
- * own above fd 2 so). It handles no signal but SIGCHLD, whose handler
- * exec resets, and ignores none, so commands start with every disposition
- * at its default. No `use warnings`: a failed exec must not print into the
+ * own above fd 2 so). It handles SIGCHLD, whose handler exec resets, and
+ * ignores SIGPIPE, which each child puts back to the default before it
+ * execs, so commands start with every disposition at its default. No
+ * `use warnings`: a failed exec must not print into the
  * command's stderr. It reads a command's output only while less than
  * WINDOW bytes of it wait for Node's ack, so a command whose output
  * nobody reads blocks on its full socket. When Node goes away (its end of
- * the spawner's stdin closes) it SIGKILLs the groups of commands not yet
- * reaped, and exits.
+ * the spawner's stdin closes, or a write to it fails) it SIGKILLs the
+ * groups of commands not yet reaped, and exits.
  */
 export const SPAWNER_SCRIPT = String.raw`
 use strict;
@@ -47,22 +49,32 @@ binmode STDOUT;
 my %cmd;
 my $chld = 0;
 $SIG{CHLD} = sub { $chld = 1 };
+# A write to a context that has gone fails with EPIPE rather than killing
+# the spawner before it has killed the commands it runs (quit).
+$SIG{PIPE} = 'IGNORE';
+# Every group still here, a reaped leader's too: members it left may hold its output open.
+sub quit {
+  kill('KILL', -$_->{pid}) for values %cmd;
+  POSIX::_exit(0);
+}
 sub put {
   my $b = pack('NaN', 5 + length($_[2]), $_[0], $_[1]) . $_[2];
   while (length $b) {
     my $n = syswrite(STDOUT, $b);
-    if (!defined $n) { next if $! == $EINTR; POSIX::_exit(1) }
+    if (!defined $n) { next if $! == $EINTR; quit() }
     substr($b, 0, $n, '');
   }
 }
 sub child {
   my ($f, $o1, $o2) = @_;
-  my ($umask, $base, $cwd, $file, $argc) = splice(@$f, 0, 5);
+  my ($umask, $procbase, $base, $cwd, $file, $argc) = splice(@$f, 0, 6);
   my @argv = splice(@$f, 0, $argc);
   POSIX::setsid();
+  # An ignored signal stays ignored across exec: the command gets the default.
+  $SIG{PIPE} = 'DEFAULT';
   POSIX::sigprocmask($SETMASK, $NOSIGNALS) or return $! + 0;
   umask($umask);
-  chdir($base) or return $! + 0;
+  if (substr($cwd, 0, 1) ne '/') { chdir($procbase) or chdir($base) or return $! + 0 }
   if ($cwd ne '') { chdir($cwd) or return $! + 0 }
   my $null = POSIX::open('/dev/null', $RDONLY);
   defined $null or return $! + 0;
@@ -78,10 +90,10 @@ sub child {
 my $environment;
 sub environment {
   my ($f) = @_;
-  my $wanted = join("\0", @$f[5 + $f->[4] .. $#$f]);
+  my $wanted = join("\0", @$f[6 + $f->[5] .. $#$f]);
   return if defined $environment && $wanted eq $environment;
   %ENV = ();
-  for (@$f[5 + $f->[4] .. $#$f]) { my $i = index($_, '='); $ENV{substr($_, 0, $i)} = substr($_, $i + 1) }
+  for (@$f[6 + $f->[5] .. $#$f]) { my $i = index($_, '='); $ENV{substr($_, 0, $i)} = substr($_, $i + 1) }
   $environment = $wanted;
 }
 sub start {
@@ -112,6 +124,10 @@ sub start {
 }
 my $in = '';
 my $open = 1;
+# Holds no directory of the context's (a mount it would keep busy): each child changes to the one it needs.
+chdir('/');
+# How long select waits while a command that closed its output runs on: backs off to 250 ms.
+my $poll = 0.002;
 put('R', 0, '');
 while ($open) {
   my $rin = '';
@@ -124,7 +140,9 @@ while ($open) {
     vec($rin, fileno($_), 1) = 1 for values %$fh;
   }
   # A command whose output has closed waits to be reaped: poll while SIGCHLD may have come just before select.
-  my $n = select(my $rout = $rin, undef, undef, $chld ? 0 : $closing ? 0.002 : undef);
+  my $n = select(my $rout = $rin, undef, undef, $chld ? 0 : $closing ? $poll : undef);
+  if ($chld) { $poll = 0.002 }
+  elsif ($closing && $n == 0) { $poll *= 2 if $poll < 0.25 }
   if ($chld || $closing) {
     $chld = 0;
     for my $c (values %cmd) {
@@ -150,8 +168,10 @@ while ($open) {
     if ($n > 0) {
       for my $fd (keys %$fh) {
         next unless vec($rout, fileno($fh->{$fd}), 1);
+        my $room = $WINDOW - $c->{out};
+        next if $room <= 0;
         my $data;
-        my $got = sysread($fh->{$fd}, $data, 65536);
+        my $got = sysread($fh->{$fd}, $data, $room < 65536 ? $room : 65536);
         next if !defined $got && $! == $EINTR;
         if ($got) { $c->{out} += $got; put('O', $id, chr($fd) . $data) }
         else { close $fh->{$fd}; delete $fh->{$fd} }
@@ -164,5 +184,5 @@ while ($open) {
     delete $cmd{$id};
   }
 }
-for my $c (values %cmd) { kill('KILL', -$c->{pid}) unless defined $c->{status} }
+quit();
 `;

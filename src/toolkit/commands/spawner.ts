@@ -21,7 +21,11 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { constants, getPriority } from 'node:os';
+import { getSystemErrorName } from 'node:util';
+import { umaskNow } from '../../core/process-state.js';
+import { contextRuntime } from '../../core/runtime.js';
 import { killGroup } from '../process-groups.js';
 import { SPAWNER_SCRIPT } from './spawner-script.js';
 
@@ -34,10 +38,15 @@ export const SPAWNER_VARIABLE = 'TENDRIL_EXEC_SPAWNER';
 
 /** What a command is started with, as Node's `spawn` takes it. */
 export interface Launch {
+  /** The program: a path, or a name looked up on the `PATH` of `env`. */
   file: string;
+  /** Its arguments, after argv[0]. */
   args: readonly string[];
+  /** Its working directory; undefined for the context's own. */
   cwd: string | undefined;
+  /** Its whole environment; an undefined value leaves the variable out. */
   env: Record<string, string | undefined>;
+  /** As Node's `shell`: true for /bin/sh, or the shell's path; the line is file and args joined by spaces. */
   shell: boolean | string;
 }
 
@@ -52,6 +61,10 @@ export class SpawnedOutput {
   private paused = false;
   private readonly queue: Buffer[] = [];
 
+  /**
+   * @param ack tells the spawner that `bytes` of output were handed on.
+   * @param drained called each time what it holds has all been handed on.
+   */
   constructor(
     private readonly ack: (bytes: number) => void,
     /** Called each time what it holds has all been handed on. */
@@ -111,11 +124,17 @@ export class SpawnedOutput {
 export class SpawnedCommand extends EventEmitter {
   /** Its process ID, once started. */
   pid: number | undefined;
+  /** Its standard output. */
   readonly stdout: SpawnedOutput;
+  /** Its standard error. */
   readonly stderr: SpawnedOutput;
   /** Commands with input are left to Node's spawn. */
   readonly stdin = null;
 
+  /**
+   * @param ack tells the spawner that `bytes` of its output were handed on.
+   * @param spawnfile the file Node's error messages name (the shell under `shell`).
+   */
   constructor(
     ack: (bytes: number) => void,
     /** The file Node's error messages name (the shell under `shell`). */
@@ -152,8 +171,6 @@ export class SpawnedCommand extends EventEmitter {
 
 /** Signal names by number, the first one Node's constants list for each (SIGABRT before SIGIOT, as Node names them). */
 let signalNames: Map<number, string> | undefined;
-/** Error codes by errno. */
-let errnoNames: Map<number, string> | undefined;
 
 function nameOf(names: Record<string, number>): Map<number, string> {
   const map = new Map<number, string>();
@@ -182,8 +199,13 @@ const NAMED_ERRORS = new Set(['EACCES', 'EAGAIN', 'EMFILE', 'ENFILE', 'ENOENT'])
 
 /** The error Node's spawn would give for `errno`. */
 function spawnError(errno: number, spawnfile: string): NodeJS.ErrnoException {
-  errnoNames ??= nameOf(constants.errno as unknown as Record<string, number>);
-  const code = errnoNames.get(errno) ?? `Unknown system error -${errno}`;
+  // As Node names it: libuv's name, or 'Unknown system error -N' for the errnos libuv does not know.
+  let code: string;
+  try {
+    code = getSystemErrorName(-errno);
+  } catch {
+    code = `Unknown system error -${errno}`;
+  }
   const error: NodeJS.ErrnoException = new Error(
     NAMED_ERRORS.has(code) ? `spawn ${spawnfile} ${code}` : `spawn ${code}`,
   );
@@ -194,7 +216,26 @@ function spawnError(errno: number, spawnfile: string): NodeJS.ErrnoException {
 
 /** Who the context's process is: the spawner's children would not follow a change. */
 function identity(): string {
-  return `${process.getuid?.()}:${process.geteuid?.()}:${process.getgid?.()}:${process.getegid?.()}:${getPriority()}`;
+  return `${process.getuid?.()}:${process.geteuid?.()}:${process.getgid?.()}:${process.getegid?.()}:${process.getgroups?.()}:${getPriority()}`;
+}
+
+/**
+ * The context's umask: known without a system call while no call has set
+ * one, else read from /proc. Not by setting it and putting it back, which
+ * leaves a moment with another mask for every thread of the process.
+ */
+function currentUmask(): number {
+  const known = umaskNow();
+  if (known !== undefined) return known;
+  try {
+    const line = /^Umask:\s*([0-7]+)$/m.exec(readFileSync('/proc/self/status', 'latin1'));
+    if (line) return Number.parseInt(line[1] as string, 8);
+  } catch {
+    // No /proc: asked the only other way.
+  }
+  const mask = process.umask(0);
+  process.umask(mask);
+  return mask;
 }
 
 /** True when a string holds a NUL, which Node's spawn refuses with an error of its own. */
@@ -212,6 +253,10 @@ class Spawner {
   private input: Buffer | undefined;
   private readonly identity = identity();
   private readyTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Resolves when its process has exited. */
+  private readonly exited: Promise<void>;
+  /** Called when the last command it runs has ended. */
+  private onIdle: (() => void) | undefined;
 
   constructor() {
     const path = process.env.PATH;
@@ -222,7 +267,15 @@ class Spawner {
       env: path === undefined ? {} : { PATH: path },
     });
     this.child.on('error', () => this.fail());
-    this.child.on('exit', () => this.fail());
+    this.exited = new Promise((resolve) => {
+      this.child.on('exit', () => resolve());
+      // Never started (no perl): no 'exit' follows.
+      this.child.on('error', () => {
+        if (this.child.pid === undefined) resolve();
+      });
+    });
+    // On 'close', once what it wrote before it went has been read (its starts and ends).
+    this.child.on('close', () => this.fail());
     this.child.stdin?.on('error', () => this.fail());
     this.child.stdout?.on('data', (data: Buffer) => this.receive(data));
     // The spawner never keeps the context alive: its commands' calls do while they run.
@@ -233,6 +286,29 @@ class Spawner {
       if (!this.ready) this.fail();
     }, READY_TIMEOUT);
     this.readyTimer.unref();
+    contextRuntime().broker.addCleanup((grace) => this.stop(grace));
+  }
+
+  /**
+   * At the context's shutdown: lets the commands it runs end (the shutdown
+   * signals their groups, and gives them `grace` ms), then closes its
+   * input, on which it kills what is left and exits, and waits for that.
+   * So a context's shutdown leaves no spawner behind.
+   */
+  private async stop(grace: number): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, grace);
+    });
+    if (this.commands.size > 0 && !this.broken)
+      await Promise.race([new Promise<void>((resolve) => (this.onIdle = resolve)), late]);
+    this.child.stdin?.end();
+    const exited = await Promise.race([this.exited.then(() => true), late.then(() => false)]);
+    clearTimeout(timer);
+    if (!exited) {
+      this.fail();
+      await this.exited;
+    }
   }
 
   /**
@@ -252,16 +328,25 @@ class Spawner {
     const fields: string[] = [];
     try {
       if (identity() !== this.identity) return undefined;
-      // The umask is read by setting it: put straight back.
-      const mask = process.umask(0);
-      process.umask(mask);
-      fields.push(String(mask), process.cwd(), launch.cwd ?? '', file, String(argv.length));
+      // The context's directory through /proc first: Node caches cwd(), which
+      // still names a directory that was removed or renamed since.
+      fields.push(
+        String(currentUmask()),
+        `/proc/${process.pid}/cwd`,
+        process.cwd(),
+        launch.cwd ?? '',
+        file,
+        String(argv.length),
+      );
     } catch {
       // No cwd (its directory is gone): Node's spawn says what that means.
       return undefined;
     }
     for (const arg of argv) fields.push(arg);
     const { env } = launch;
+    // Node's spawn passes this on to every child, whatever env it is given.
+    const coverage = process.env.NODE_V8_COVERAGE;
+    if (coverage !== undefined && env.NODE_V8_COVERAGE === undefined) fields.push(`NODE_V8_COVERAGE=${coverage}`);
     for (const name of Object.keys(env)) {
       const value = env[name];
       if (value === undefined) continue;
@@ -322,17 +407,22 @@ class Spawner {
         command.emit('spawn');
         return;
       case 0x45 /* E */:
-        this.commands.delete(id);
+        this.forget(id);
         command.emit('error', spawnError(body.readUInt32BE(0), command.spawnfile));
         return;
       case 0x58 /* X */:
         {
-          this.commands.delete(id);
+          this.forget(id);
           const [code, signal] = exitOf(body.readUInt32BE(0));
           command.end(code, signal);
           return;
         }
     }
+  }
+
+  private forget(id: number): void {
+    this.commands.delete(id);
+    if (this.commands.size === 0) this.onIdle?.();
   }
 
   /**
@@ -353,6 +443,7 @@ class Spawner {
     }
     const commands = [...this.commands.values()];
     this.commands.clear();
+    this.onIdle?.();
     for (const command of commands) {
       if (command.pid === undefined) {
         const error: NodeJS.ErrnoException = new Error('the command spawner ended before it reported the start');
@@ -380,7 +471,12 @@ export function commandSpawner(): { launch(launch: Launch): SpawnedCommand | und
       disabled = true;
       return undefined;
     }
-    spawner = new Spawner();
+    try {
+      spawner = new Spawner();
+    } catch {
+      // spawn() throws for some errors (ENOMEM from the fork): Node's spawn then, as without perl.
+      disabled = true;
+    }
     return undefined;
   }
   if (spawner.broken) {
