@@ -13,6 +13,7 @@
  * 14 µs with 35 variables), and listeners through `newListener` and
  * `removeListener`.
  */
+import * as fs from 'node:fs';
 
 /** `process.argv` during calls: no first stage's arguments, nothing a CLI parser would take for options. */
 export const CALL_ARGV_NAME = '<call>';
@@ -34,13 +35,22 @@ export function environmentNow(): Record<string, string | undefined> {
 }
 
 /**
- * The process's umask when it is known without asking the kernel: the one
- * taken at start while no call has set one since the last restore; else
- * undefined. Reading it with `process.umask()` means setting it, which
- * leaves a moment with another mask for every thread of the process.
+ * The process's umask, read without setting it (`process.umask()` reads
+ * by setting, which leaves a moment with another mask for every thread):
+ * the one taken at start while no call has set one since the last
+ * restore, else the kernel's from /proc; undefined where there is no
+ * /proc to read.
  */
-export function umaskNow(): number | undefined {
-  return watching?.umaskNow();
+export function currentUmask(): number | undefined {
+  const known = watching?.umaskNow();
+  if (known !== undefined) return known;
+  try {
+    const line = /^Umask:\s*([0-7]+)$/m.exec(fs.readFileSync('/proc/self/status', 'latin1'));
+    if (line) return Number.parseInt(line[1] as string, 8);
+  } catch {
+    // No /proc (not Linux).
+  }
+  return undefined;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: listeners of every event.
@@ -131,7 +141,7 @@ export class ProcessState {
     return process.env === this.envProxy && !this.envChanged ? Object.assign({}, this.env) : { ...process.env };
   }
 
-  /** See the exported `umaskNow`. */
+  /** The umask taken at start while no call has set one since the last restore, else undefined. */
   umaskNow(): number | undefined {
     return this.umaskChanged || process.umask !== this.umaskWatch ? undefined : this.umask;
   }

@@ -90,10 +90,11 @@ sub child {
 my $environment;
 sub environment {
   my ($f) = @_;
-  my $wanted = join("\0", @$f[6 + $f->[5] .. $#$f]);
+  my @entries = @$f[6 + $f->[5] .. $#$f];
+  my $wanted = join("\0", @entries);
   return if defined $environment && $wanted eq $environment;
   %ENV = ();
-  for (@$f[6 + $f->[5] .. $#$f]) { my $i = index($_, '='); $ENV{substr($_, 0, $i)} = substr($_, $i + 1) }
+  for (@entries) { my $i = index($_, '='); $ENV{substr($_, 0, $i)} = substr($_, $i + 1) }
   $environment = $wanted;
 }
 sub start {

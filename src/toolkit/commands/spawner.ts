@@ -21,10 +21,9 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { constants, getPriority } from 'node:os';
 import { getSystemErrorName } from 'node:util';
-import { umaskNow } from '../../core/process-state.js';
+import { currentUmask } from '../../core/process-state.js';
 import { contextRuntime } from '../../core/runtime.js';
 import { killGroup } from '../process-groups.js';
 import { SPAWNER_SCRIPT } from './spawner-script.js';
@@ -220,19 +219,13 @@ function identity(): string {
 }
 
 /**
- * The context's umask: known without a system call while no call has set
- * one, else read from /proc. Not by setting it and putting it back, which
- * leaves a moment with another mask for every thread of the process.
+ * The context's umask, for its commands: read without setting it where it
+ * can be (see core's `currentUmask`), else by setting it and putting it
+ * straight back, the only other way.
  */
-function currentUmask(): number {
-  const known = umaskNow();
+function commandUmask(): number {
+  const known = currentUmask();
   if (known !== undefined) return known;
-  try {
-    const line = /^Umask:\s*([0-7]+)$/m.exec(readFileSync('/proc/self/status', 'latin1'));
-    if (line) return Number.parseInt(line[1] as string, 8);
-  } catch {
-    // No /proc: asked the only other way.
-  }
   const mask = process.umask(0);
   process.umask(mask);
   return mask;
@@ -331,7 +324,7 @@ class Spawner {
       // The context's directory through /proc first: Node caches cwd(), which
       // still names a directory that was removed or renamed since.
       fields.push(
-        String(currentUmask()),
+        String(commandUmask()),
         `/proc/${process.pid}/cwd`,
         process.cwd(),
         launch.cwd ?? '',

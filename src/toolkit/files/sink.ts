@@ -3,9 +3,10 @@
  * nothing it is sent: see `receiveInto`.
  */
 import { createHash } from 'node:crypto';
-import { promises as fs, readFileSync } from 'node:fs';
+import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { type Holding, ITEM_OVERHEAD } from '../../core/holdings.js';
+import { currentUmask } from '../../core/process-state.js';
 import { FileTransferError, fileError } from './errors.js';
 import { hashInSlices } from './hashing.js';
 import {
@@ -86,16 +87,6 @@ export interface SinkOptions {
  */
 const WRITE_BEHIND = 4 * 1024 * 1024;
 
-/** This process's umask, read without changing it (`process.umask()` without arguments is deprecated). */
-function currentUmask(): number {
-  try {
-    const match = /^Umask:\s+([0-7]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'));
-    if (match) return Number.parseInt(match[1] as string, 8);
-  } catch {
-    // No /proc (not Linux): assume the usual.
-  }
-  return 0o022;
-}
 /**
  * Receives a transfer from `input` and writes it at `target`, checking
  * everything: the sending side may be an untrusted child.
@@ -501,7 +492,8 @@ class Sink {
   /** The mode to give what an entry describes (see `SinkOptions.untrusted`). */
   private modeOf(sent: number): number {
     if (!this.options.untrusted || this.options.owner) return sent;
-    this.umask ??= currentUmask();
+    // Without /proc (not Linux): the usual one assumed.
+    this.umask ??= currentUmask() ?? 0o022;
     return sent & 0o777 & ~this.umask;
   }
 
