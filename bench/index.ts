@@ -35,7 +35,9 @@ import { SCALE_SHAPES, type ScaleRaw, scale, scaleGroup } from './compare/scale.
 import { projectionTable } from './compare/scale-projection.js';
 import {
   bytes,
+  type ColdSamples,
   callsOf,
+  coldCalls,
   commands,
   cpuPer10k,
   EchoFloor,
@@ -48,6 +50,7 @@ import {
   senderRates,
   start,
   type Targets,
+  warmCallsOf,
 } from './compare/tendril.js';
 import { MIB, median, progress, shellQuote, timeShell } from './flow-shared.js';
 
@@ -70,6 +73,7 @@ const SMOKE = flags.smoke === true;
 const ROUNDS = SMOKE ? 1 : 10;
 const FEW = SMOKE ? 1 : 3;
 const CALLS = SMOKE ? 20 : 2000;
+const COLD_CALLS = SMOKE ? 20 : 1000;
 const BULK_MIB = SMOKE ? 4 : 256;
 const COMMANDS = SMOKE ? 10 : 100;
 const STEPS = SMOKE ? 2 : 20;
@@ -92,7 +96,8 @@ const SIZE_NAMES = ['empty', '1 KiB', '64 KiB', '1 MiB'];
 const GROUPS = {
   whole: 'Whole process, one call (start to exit)',
   ready: 'Time to a context that answered one call, in a warm master',
-  rtt: 'Call round trip',
+  rtt: 'Call round trip (after the same warm-up for each)',
+  cold: `A new local context's first ${COLD_CALLS} empty calls, in a warm master`,
   isolated: 'Isolated calls (isolate: true): a fresh interpreter per call',
   bulk: 'Bulk',
   commands: `${COMMANDS} commands on one host`,
@@ -179,6 +184,36 @@ if (flags.json)
     `${JSON.stringify({ machine: machine(), versions: versions(), summaries, scale: scaleRaw }, null, 2)}\n`,
   );
 if (flags['write-docs']) await writeDocs(summaries);
+
+/**
+ * A new local context's first calls, tendril and Mitogen alternating:
+ * the wall time of each call, and each side's CPU per call.
+ */
+async function coldRows(router: Router, server: MitogenServer): Promise<void> {
+  progress("a new context's first calls: tendril and Mitogen alternating");
+  const mine: ColdSamples[] = [];
+  const theirs: ColdSamples[] = [];
+  for (let round = 0; round < FEW; round++) {
+    mine.push(await coldCalls(router, COLD_CALLS));
+    theirs.push(await server.request<ColdSamples>({ op: 'cold', kind: 'local', count: COLD_CALLS }));
+  }
+  rows.push({
+    group: GROUPS.cold,
+    metric: 'round trip',
+    unit: 'ms',
+    tendril: mine.flatMap((s) => s.samples),
+    peers: { Mitogen: median(theirs.flatMap((s) => s.samples)) },
+  });
+  for (const side of ['master', 'child'] as const) {
+    rows.push({
+      group: GROUPS.cold,
+      metric: `${side === 'master' ? 'master' : 'context'} CPU per call (user + system)`,
+      unit: 'µs',
+      tendril: mine.map((s) => s[side]),
+      peers: { Mitogen: median(theirs.map((s) => s[side])) },
+    });
+  }
+}
 
 /** Appends `value` to the samples under `key`. */
 function collect(samples: Record<string, number[]>, key: string, value: number): void {
@@ -303,12 +338,17 @@ async function inProcess(): Promise<void> {
       for (const [i, size] of SIZES.entries()) {
         const count = Math.max(1, Math.floor(callsOf(size, CALLS) / chunks));
         const samples: Record<string, number[]> = { tendril: [], mitogen: [], echo: [] };
-        for (let chunk = -1; chunk < chunks; chunk++) {
-          // Chunk -1 warms all three up.
+        // The same warm-up for all three: V8 optimizes a function only after it has run some
+        // thousands of times, and until then a call costs both sides several times its steady
+        // cost (the cold row below measures that part).
+        const warm = SMOKE ? 1 : warmCallsOf(size);
+        await roundTrips(contexts[kind] as Context, size, warm);
+        await server.request<number[]>({ op: 'rtt', kind, size, count: warm });
+        if (kind === 'local') await echo.trips(size, warm);
+        for (let chunk = 0; chunk < chunks; chunk++) {
           const mine = await roundTrips(contexts[kind] as Context, size, count);
           const other = await server.request<number[]>({ op: 'rtt', kind, size, count });
           const floor = kind === 'local' ? await echo.trips(size, count) : [];
-          if (chunk < 0) continue;
           samples.tendril?.push(...mine);
           samples.mitogen?.push(...other);
           samples.echo?.push(...floor);
@@ -324,6 +364,7 @@ async function inProcess(): Promise<void> {
         });
       }
     }
+    await coldRows(router, server);
     await commandRows(router, contexts, server);
     await server.close();
 

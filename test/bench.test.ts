@@ -28,7 +28,20 @@ test('npm run bench, in smoke mode, measures every row against every peer', { ti
     });
     const { summaries } = JSON.parse(readFileSync(json, 'utf8')) as { summaries: Summary[] };
     const groups = new Set(summaries.map((s) => s.group.split(' ')[0]));
-    for (const group of ['Whole', 'Time', 'Call', 'Bulk', '10', '2', 'Fan-out:', 'Scale:', 'Memory', 'Bytes', 'CPU']) {
+    for (const group of [
+      'Whole',
+      'Time',
+      'Call',
+      'A',
+      'Bulk',
+      '10',
+      '2',
+      'Fan-out:',
+      'Scale:',
+      'Memory',
+      'Bytes',
+      'CPU',
+    ]) {
       assert.ok(groups.has(group), `no row in the group starting '${group}': ${[...groups].join(', ')}`);
     }
     const peers = new Set(summaries.flatMap((s) => Object.keys(s.peers)));

@@ -16,6 +16,56 @@ export function callsOf(size: number, calls: number): number {
   return Math.max(5, Math.floor(calls / (size >= MIB ? 50 : size >= 64 * 1024 ? 10 : 1)));
 }
 
+/**
+ * Round trips of each size made before any is timed, by tendril, Mitogen
+ * and the echo alike: V8 optimizes a function once it has run some
+ * thousands of times, and tendril's calls cost both sides three to five
+ * times more until then (see `coldCalls`). Fewer of the large ones, whose
+ * cost is copying, not JavaScript.
+ */
+export function warmCallsOf(size: number): number {
+  return size >= MIB ? 200 : size >= 64 * 1024 ? 3000 : 5000;
+}
+
+/** Samples of a new context's first calls: each call's wall time, and each side's CPU per call. */
+export interface ColdSamples {
+  /** Wall time of each call, in ms. */
+  samples: number[];
+  /** The master's user + system time per call, in µs. */
+  master: number;
+  /** The context's, in µs. */
+  child: number;
+}
+
+/**
+ * A new local context's first `count` empty calls, in this (warm) master:
+ * what a context that makes a few hundred calls pays, before V8 has
+ * optimized the core's code in it. Mitogen's driver does the same (op `cold`).
+ */
+export async function coldCalls(router: Router, count: number): Promise<ColdSamples> {
+  // Runs here and, shipped, in the child.
+  const cpu = () => {
+    const usage = process.cpuUsage();
+    return usage.user + usage.system;
+  };
+  const context = await router.local({ name: 'cold' });
+  try {
+    const child0 = await context.call(cpu);
+    const master0 = cpu();
+    const samples: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const started = performance.now();
+      await context.call(echo, null);
+      samples.push(performance.now() - started);
+    }
+    const master = cpu() - master0;
+    const child = (await context.call(cpu)) - child0;
+    return { samples, master: master / count, child: child / count };
+  } finally {
+    await context.shutdown();
+  }
+}
+
 /** How each kind of context starts. */
 export type Kind = 'local' | 'ssh' | 'sshsudo';
 

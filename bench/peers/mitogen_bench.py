@@ -9,7 +9,9 @@ caller times the process). MODE serve: answers one JSON command per line
 on stdin with one JSON line on stdout, so the bench can alternate with
 tendril: {"op": "ready", "kind": K} times a new context of kind K (local,
 ssh or sshsudo) answering one call; {"op": "rtt", "kind": K, "size": N,
-"count": C} times C round trips with an N-byte argument; {"op": "commands",
+"count": C} times C round trips with an N-byte argument; {"op": "cold", "count": C} times
+the first C round trips of a new local context, and each side's CPU per
+call; {"op": "commands",
 "kind": K, "count": C} times C subprocess.check_call(['true']) in it. The
 container kinds (bench/containers.ts) come from the environment variable
 BENCH_CONTAINERS (JSON: podman, buildah, docker, lxc_attach and lxd, the
@@ -112,6 +114,12 @@ def cpu_seconds():
     return times.user + times.system
 
 
+def cpu_precise():
+    # os.times() counts in clock ticks (10 ms): too coarse for a few hundred calls.
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def fetch(master, path, dest):
     with open(dest, 'wb') as out:
         ok, meta = mitogen.service.FileService.get(context=master, path=path, out_fp=out)
@@ -176,6 +184,23 @@ def inproc(router):
     print(json.dumps(out))
 
 
+def cold(router, count):
+    context = router.local()
+    try:
+        child0 = context.call(cpu_precise)
+        master0 = cpu_precise()
+        samples = []
+        for _ in range(count):
+            started = time.perf_counter()
+            context.call(echo, None)
+            samples.append(ms(time.perf_counter() - started))
+        master = cpu_precise() - master0
+        child = context.call(cpu_precise) - child0
+        return {'samples': samples, 'master': master * 1e6 / count, 'child': child * 1e6 / count}
+    finally:
+        context.shutdown(wait=True)
+
+
 def serve(router):
     held = {}
     shared = {}
@@ -198,6 +223,8 @@ def serve(router):
             for context in reversed(chain):
                 context.shutdown(wait=True)
             return result
+        if command['op'] == 'cold':
+            return cold(router, command['count'])
         if kind not in held:
             held[kind] = start(kind)[-1]
         context = held[kind]
