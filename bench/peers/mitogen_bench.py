@@ -11,7 +11,8 @@ tendril: {"op": "ready", "kind": K} times a new context of kind K (local,
 ssh or sshsudo) answering one call; {"op": "rtt", "kind": K, "size": N,
 "count": C} times C round trips with an N-byte argument; {"op": "cold", "count": C} times
 the first C round trips of a new local context, and each side's CPU per
-call; {"op": "commands",
+call; {"op": "cpu", "kind": K, "count": C} makes C empty calls and
+answers each side's CPU time per 10,000 calls, in ms; {"op": "commands",
 "kind": K, "count": C} times C subprocess.check_call(['true']) in it. The
 container kinds (bench/containers.ts) come from the environment variable
 BENCH_CONTAINERS (JSON: podman, buildah, docker, lxc_attach and lxd, the
@@ -109,11 +110,6 @@ def rss_kib():
     return 0
 
 
-def cpu_seconds():
-    times = os.times()
-    return times.user + times.system
-
-
 def cpu_precise():
     # os.times() counts in clock ticks (10 ms): too coarse for a few hundred calls.
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -152,16 +148,6 @@ def inproc(router):
     out = {}
     targets = {'local': router.local()}
     targets['ssh'] = ssh(router)
-    local = targets['local']
-    n = 1000 if SMOKE else 10000
-    for _ in range(200):
-        local.call(echo, None)
-    master0 = cpu_seconds()
-    child0 = local.call(cpu_seconds)
-    for _ in range(n):
-        local.call(echo, None)
-    out['cpu-master'] = [(cpu_seconds() - master0) * 10000.0 / n]
-    out['cpu-child'] = [(local.call(cpu_seconds) - child0) * 10000.0 / n]
 
     idle = router.local()
     time.sleep(0.5)
@@ -228,6 +214,15 @@ def serve(router):
         if kind not in held:
             held[kind] = start(kind)[-1]
         context = held[kind]
+        if command['op'] == 'cpu':
+            count = command['count']
+            master0 = cpu_precise()
+            child0 = context.call(cpu_precise)
+            for _ in range(count):
+                context.call(echo, None)
+            master = cpu_precise() - master0
+            child = context.call(cpu_precise) - child0
+            return {'master': master * 1e7 / count, 'child': child * 1e7 / count}
         if command['op'] == 'commands':
             started = time.perf_counter()
             for _ in range(command['count']):
