@@ -9,10 +9,11 @@ caller times the process). MODE serve: answers one JSON command per line
 on stdin with one JSON line on stdout, so the bench can alternate with
 tendril: {"op": "ready", "kind": K} times a new context of kind K (local,
 ssh or sshsudo) answering one call; {"op": "rtt", "kind": K, "size": N,
-"count": C} times C round trips with an N-byte argument; {"op": "cold", "count": C} times
-the first C round trips of a new local context, and each side's CPU per
-call; {"op": "cpu", "kind": K, "count": C} makes C empty calls and
-answers each side's CPU time per 10,000 calls, in ms; {"op": "commands",
+"count": C} times C round trips with an N-byte argument; {"op": "cold",
+"kind": "local", "count": C} times the first C round trips of a new local
+context, and each side's CPU per call; {"op": "cpu", "kind": K, "count":
+C} makes C empty calls and answers each side's CPU time per 10,000 calls,
+in ms; {"op": "commands",
 "kind": K, "count": C} times C subprocess.check_call(['true']) in it. The
 container kinds (bench/containers.ts) come from the environment variable
 BENCH_CONTAINERS (JSON: podman, buildah, docker, lxc_attach and lxd, the
