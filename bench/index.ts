@@ -35,7 +35,7 @@ import { SCALE_SHAPES, type ScaleRaw, scale, scaleGroup } from './compare/scale.
 import { projectionTable } from './compare/scale-projection.js';
 import {
   bytes,
-  type ColdSamples,
+  type CallSamples,
   callsOf,
   coldCalls,
   commands,
@@ -191,11 +191,11 @@ if (flags['write-docs']) await writeDocs(summaries);
  */
 async function coldRows(router: Router, server: MitogenServer): Promise<void> {
   progress("a new context's first calls: tendril and Mitogen alternating");
-  const mine: ColdSamples[] = [];
-  const theirs: ColdSamples[] = [];
+  const mine: CallSamples[] = [];
+  const theirs: CallSamples[] = [];
   for (let round = 0; round < FEW; round++) {
     mine.push(await coldCalls(router, COLD_CALLS));
-    theirs.push(await server.request<ColdSamples>({ op: 'cold', kind: 'local', count: COLD_CALLS }));
+    theirs.push(await server.request<CallSamples>({ op: 'cold', kind: 'local', count: COLD_CALLS }));
   }
   rows.push({
     group: GROUPS.cold,

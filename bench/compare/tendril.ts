@@ -27,8 +27,8 @@ export function warmCallsOf(size: number): number {
   return size >= MIB ? 200 : size >= 64 * 1024 ? 3000 : 5000;
 }
 
-/** Samples of a new context's first calls: each call's wall time, and each side's CPU per call. */
-export interface ColdSamples {
+/** Samples of a run of empty calls: each call's wall time, and each side's CPU per call. */
+export interface CallSamples {
   /** Wall time of each call, in ms. */
   samples: number[];
   /** The master's user + system time per call, in µs. */
@@ -38,29 +38,38 @@ export interface ColdSamples {
 }
 
 /**
- * A new local context's first `count` empty calls, in this (warm) master:
- * what a context that makes a few hundred calls pays, before V8 has
- * optimized the core's code in it. Mitogen's driver does the same (op `cold`).
+ * `count` empty calls (`echo(null)`, as Mitogen's driver makes them) to
+ * `context`, one after another: each one timed, and each side's CPU over
+ * all of them.
  */
-export async function coldCalls(router: Router, count: number): Promise<ColdSamples> {
+export async function emptyCalls(context: Context, count: number): Promise<CallSamples> {
   // Runs here and, shipped, in the child.
   const cpu = () => {
     const usage = process.cpuUsage();
     return usage.user + usage.system;
   };
+  const child0 = await context.call(cpu);
+  const master0 = cpu();
+  const samples: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const started = performance.now();
+    await context.call(echo, null);
+    samples.push(performance.now() - started);
+  }
+  const master = cpu() - master0;
+  const child = (await context.call(cpu)) - child0;
+  return { samples, master: master / count, child: child / count };
+}
+
+/**
+ * A new local context's first `count` empty calls, in this (warm) master:
+ * what a context that makes a few hundred calls pays, before V8 has
+ * optimized the core's code in it. Mitogen's driver does the same (op `cold`).
+ */
+export async function coldCalls(router: Router, count: number): Promise<CallSamples> {
   const context = await router.local({ name: 'cold' });
   try {
-    const child0 = await context.call(cpu);
-    const master0 = cpu();
-    const samples: number[] = [];
-    for (let i = 0; i < count; i++) {
-      const started = performance.now();
-      await context.call(echo, null);
-      samples.push(performance.now() - started);
-    }
-    const master = cpu() - master0;
-    const child = (await context.call(cpu)) - child0;
-    return { samples, master: master / count, child: child / count };
+    return await emptyCalls(context, count);
   } finally {
     await context.shutdown();
   }
@@ -206,19 +215,11 @@ export async function isolatedCalls(context: Context, count: number): Promise<Is
   return samples;
 }
 
-/** CPU seconds of master and child per 10,000 empty calls, in ms. */
+/** CPU time of master and child per 10,000 empty calls, in ms. */
 export async function cpuPer10k(context: Context, count: number): Promise<{ master: number; child: number }> {
-  // Runs here and, shipped, in the child.
-  const cpu = () => {
-    const usage = process.cpuUsage();
-    return (usage.user + usage.system) / 1000;
-  };
-  const master0 = cpu();
-  const child0 = await context.call(cpu);
-  for (let i = 0; i < count; i++) await context.call(() => null);
-  const master = cpu() - master0;
-  const child = (await context.call(cpu)) - child0;
-  return { master: (master * 10_000) / count, child: (child * 10_000) / count };
+  const { master, child } = await emptyCalls(context, count);
+  // µs per call to ms per 10,000 calls.
+  return { master: master * 10, child: child * 10 };
 }
 
 /** RSS of an idle local child, in bytes. */

@@ -171,19 +171,24 @@ def inproc(router):
     print(json.dumps(out))
 
 
+def empty_calls(context, count):
+    """count empty calls, each timed (ms), and each side's CPU per call (us), as tendril's emptyCalls."""
+    child0 = context.call(cpu_precise)
+    master0 = cpu_precise()
+    samples = []
+    for _ in range(count):
+        started = time.perf_counter()
+        context.call(echo, None)
+        samples.append(ms(time.perf_counter() - started))
+    master = cpu_precise() - master0
+    child = context.call(cpu_precise) - child0
+    return {'samples': samples, 'master': master * 1e6 / count, 'child': child * 1e6 / count}
+
+
 def cold(router, count):
     context = router.local()
     try:
-        child0 = context.call(cpu_precise)
-        master0 = cpu_precise()
-        samples = []
-        for _ in range(count):
-            started = time.perf_counter()
-            context.call(echo, None)
-            samples.append(ms(time.perf_counter() - started))
-        master = cpu_precise() - master0
-        child = context.call(cpu_precise) - child0
-        return {'samples': samples, 'master': master * 1e6 / count, 'child': child * 1e6 / count}
+        return empty_calls(context, count)
     finally:
         context.shutdown(wait=True)
 
@@ -216,14 +221,9 @@ def serve(router):
             held[kind] = start(kind)[-1]
         context = held[kind]
         if command['op'] == 'cpu':
-            count = command['count']
-            master0 = cpu_precise()
-            child0 = context.call(cpu_precise)
-            for _ in range(count):
-                context.call(echo, None)
-            master = cpu_precise() - master0
-            child = context.call(cpu_precise) - child0
-            return {'master': master * 1e7 / count, 'child': child * 1e7 / count}
+            calls = empty_calls(context, command['count'])
+            # us per call to ms per 10,000 calls.
+            return {'master': calls['master'] * 10, 'child': calls['child'] * 10}
         if command['op'] == 'commands':
             started = time.perf_counter()
             for _ in range(command['count']):
