@@ -432,7 +432,7 @@ async function claimIds(count: number): Promise<number[]> {
     router.send(
       new core.Message(
         { dst: 0, src: router.id, auth: router.id, handle: core.ADD_ROUTE, replyTo: 0, flags: 0 },
-        core.encode([id, `fake-${id}`]),
+        core.encode([id, `fake-${id}`, router.id]),
       ),
     );
   }

@@ -132,7 +132,7 @@ describe('trust between contexts', () => {
     const failed: RouterWarning[] = [];
     const listener = (warning: RouterWarning) => warning.code === 'handler' && failed.push(warning);
     router.on('warning', listener);
-    await b.call(writeBytes, frameBytes({ dst: 0, src: b.id, handle: ADD_ROUTE }, encode([a.id, 'hijacked'])));
+    await b.call(writeBytes, frameBytes({ dst: 0, src: b.id, handle: ADD_ROUTE }, encode([a.id, 'hijacked', b.id])));
     assert.match((await warned).message, new RegExp(`refused ADD_ROUTE for context ${a.id} from stream b`));
     await b.call(() => null);
     router.off('warning', listener);
@@ -140,16 +140,16 @@ describe('trust between contexts', () => {
     assert.equal(await a.call(() => process.pid), a.info.pid, 'calls to a still reach a');
   });
 
-  for (const [handleName, handle, request, reason] of [
-    ['ADD_ROUTE', ADD_ROUTE, 'hijacked', 'that ID does not belong to its subtree'],
-    ['DEL_ROUTE', DEL_ROUTE, 'gone', 'that context is not reached through it'],
-    ['ROUTE_PRESSURE', ROUTE_PRESSURE, 1, 'that context is not reached through it'],
+  for (const [handleName, handle, rest, reason] of [
+    ['ADD_ROUTE', ADD_ROUTE, ['hijacked', 0], 'that ID does not belong to its subtree'],
+    ['DEL_ROUTE', DEL_ROUTE, ['gone'], 'that context is not reached through it'],
+    ['ROUTE_PRESSURE', ROUTE_PRESSURE, [1], 'that context is not reached through it'],
   ] as const) {
     test(`a refused ${handleName} that asks for a reply is answered with RouteRefusedError, never success, and warned once`, async () => {
       const seen: RouterWarning[] = [];
       const listener = (warning: RouterWarning) => seen.push(warning);
       router.on('warning', listener);
-      const frame = frameBytes({ dst: 0, src: b.id, handle }, encode([a.id, request]));
+      const frame = frameBytes({ dst: 0, src: b.id, handle }, encode([a.id, ...rest]));
       const reply = await b.call(askRaw, router.receiver<never>().toSender(), frame);
       // A call made after the request: its reply came later on the same stream.
       await b.call(() => null);
@@ -186,7 +186,7 @@ describe('trust between contexts', () => {
     assert.equal(error.name, 'RouteRefusedError');
     assert.equal(
       error.message,
-      `refused FORWARD_LOG for context ${a.id} from stream b: that context is not in its subtree; the line was dropped`,
+      `refused FORWARD_LOG for context ${a.id} from stream b: context ${b.id} did not start that context; the line was dropped`,
     );
     assert.deepEqual(
       seen.map((warning) => [warning.code, warning.message]),

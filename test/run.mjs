@@ -58,6 +58,7 @@ const QUICK = [
   'modules',
   'options',
   'package',
+  'per-sender',
   'receiver-bounds',
   'router-pair',
   'routing',

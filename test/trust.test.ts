@@ -11,6 +11,7 @@ import {
   SUBTREE_ID_QUOTA,
 } from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
+import { forgeConnectReplies } from './support/hostile.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
 
@@ -124,40 +125,22 @@ describe('what a hostile child can make the master do', () => {
     const lines: LogRecord[] = [];
     const listener = (record: LogRecord) => lines.push(record);
     router.on('log', listener);
+    // A's own child, whose lines a reports: the name is the master's, not what a wrote.
+    const child = await router.local({ name: 'attackers-child', via: a });
     await a.call(
       writeBytes,
-      frameBytes({ dst: 0, src: a.id, handle: FORWARD_LOG }, encode([a.id, 'victim', 'spoofed line'])),
+      frameBytes({ dst: 0, src: a.id, handle: FORWARD_LOG }, encode([child.id, 'victim', 'spoofed line'])),
     );
     await waitFor(() => lines.some((line) => line.text === 'spoofed line'));
     router.off('log', listener);
     const line = lines.find((record) => record.text === 'spoofed line');
-    assert.equal(line?.contextName, 'attacker');
+    assert.equal(line?.contextName, 'attackers-child');
+    await child.shutdown();
   });
 
   test('an intermediate that names a context outside its subtree in a CONNECT reply is refused', async () => {
     const liar = await router.local({ name: 'liar' });
-    await liar.call((forged: number) => {
-      const core = require('tendril:core') as {
-        MessageSwitch: { prototype: { send(message: unknown): void } };
-        Message: new (header: object, data: Uint8Array) => unknown;
-        decode(bytes: Uint8Array): unknown;
-        encode(value: unknown): Uint8Array;
-      };
-      const send = core.MessageSwitch.prototype.send;
-      core.MessageSwitch.prototype.send = function (this: unknown, message: unknown) {
-        const m = message as { dst: number; handle: number; data: Uint8Array; flags: number };
-        if (m.dst === 0 && m.handle >= 1000 && m.flags === 0) {
-          try {
-            const value = core.decode(m.data) as [number, { pid?: unknown; id: number }];
-            if (Array.isArray(value) && value[0] === 0 && typeof value[1]?.pid === 'number') {
-              value[1].id = forged;
-              return send.call(this, new core.Message({ ...m }, core.encode(value)));
-            }
-          } catch {}
-        }
-        return send.call(this, message);
-      };
-    }, b.id);
+    await forgeConnectReplies(liar, b.id);
     await assert.rejects(
       router.local({ name: 'claimed', via: liar }),
       (error: unknown) =>

@@ -11,11 +11,11 @@ import { Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo, withoutOwnFrames } from './errors.js';
 import { IdPool } from './ids.js';
 import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT, TOOLKIT_MODULE_ID } from './importer.js';
-import { type LogRecord, logger } from './log.js';
-import { Message } from './message.js';
+import { logger } from './log.js';
+import { LogForwarder } from './log-forwarding.js';
+import type { Message } from './message.js';
 import { markOwn, ProcessState } from './process-state.js';
 import { CONNECT_SPEC } from './protocol/connect.js';
-import { FORWARD_LOG_SPEC, type ForwardLog } from './protocol/forward-log.js';
 import { BOOT } from './protocol/handles.js';
 import { MODULE_STATS_SPEC } from './protocol/module-stats.js';
 import { serve } from './protocol/serve.js';
@@ -124,6 +124,7 @@ function start(
     onBuiltin: (name) => resolver.loaded(name),
   });
   serve(router, MODULE_STATS_SPEC, () => importer.stats);
+  const logs = new LogForwarder(router);
   const runtime: Runtime = {
     router,
     broker,
@@ -134,7 +135,7 @@ function start(
     debugNamespaces: config.debug,
     moduleBase: config.moduleBase,
     importer,
-    onChildLog: (record) => forwardLog(router, record),
+    onChildLog: (record) => logs.forward(record),
   };
   setContextRuntime(runtime);
   // Resolved as the services' own calls resolve it (see Dispatcher.callExport), so both share one copy.
@@ -253,16 +254,4 @@ function reportStray(contextName: string, what: string, error: unknown): void {
   const frame = /\n\s+at (?!.*(?:node:|internal\/))([^\n]+)/.exec(text)?.[1];
   const where = frame ? `, thrown by a call's code at ${frame}` : '';
   process.stderr.write(`tendril: ${what} in context '${contextName}'${where} (the context carries on): ${text}\n`);
-}
-
-/** Sends a child's output line to the master, where it becomes a log event. */
-function forwardLog(router: MessageSwitch, record: LogRecord): void {
-  try {
-    const log: ForwardLog = [record.contextId, record.contextName, record.text];
-    router.send(
-      Message.encoded({ dst: 0, src: router.id, auth: router.id, handle: FORWARD_LOG_SPEC.handle, replyTo: 0 }, log),
-    );
-  } catch {
-    // The master is unreachable; the line has nowhere to go.
-  }
 }

@@ -8,6 +8,7 @@ import { type LeaseHolder, Sender } from './sender.js';
 import type { Stream } from './stream.js';
 import { type MessageSwitch, type Policy, type SwitchLike, switchOf } from './switch.js';
 import { LOCAL_RECEIVER, ROUTER_SWITCH } from './symbols.js';
+import { admitsDeadAbout } from './trust.js';
 import { type HighWaterMark, highWaterMark } from './window.js';
 
 /** The options a receiver takes (`ReceiverOptions`). */
@@ -114,9 +115,7 @@ export class Receiver<T = unknown> implements AsyncIterable<T>, LeaseHolder {
       contextId === undefined
         ? undefined
         : (message, stream) =>
-            message.isDead
-              ? stream === undefined || stream === core.expectedStream(contextId)
-              : message.src === contextId;
+            message.isDead ? admitsDeadAbout(core, message, stream, contextId) : message.src === contextId;
     const admit: Policy | undefined =
       fromPeer && policy
         ? (message, stream) => fromPeer(message, stream) && policy(message, stream)

@@ -5,6 +5,7 @@ import { Message } from './message.js';
 import { successReply } from './protocol/envelope.js';
 import type { Departure } from './route-table.js';
 import type { Stream } from './stream.js';
+import { admitsDeadAbout, type PathHost } from './trust.js';
 
 /** Options of `MessageSwitch.request`. */
 export interface RequestOptions {
@@ -25,15 +26,13 @@ export interface RequestOptions {
 }
 
 /** What a request and a reply need of the switch they are made on. */
-export interface RequestHost {
+export interface RequestHost extends PathHost {
   /** This context's ID: the src and auth of requests and replies. */
   readonly id: number;
   /** What became of `contextId` when it went away and has no route since. */
   departureOf(contextId: number): Departure | undefined;
   /** Name recorded for a context ID, for errors. */
   nameOf(contextId: number): string;
-  /** The stream a dead reply about `id` must arrive on. */
-  expectedStream(id: number): Stream | undefined;
   /** Registers the handler the reply arrives on; returns its handle. */
   addHandler(fn: (message: Message, stream: Stream | undefined) => void, options?: HandlerOptions): number;
   /** Removes the reply handler of a request given up on. */
@@ -87,10 +86,8 @@ export function request(
       {
         persist: false,
         contextId: dst,
-        // Replies come from the destination; dead replies from a router on the
-        // way to it, so only through the stream the destination is reached by.
-        policy: (reply, stream) =>
-          reply.isDead ? stream === undefined || stream === host.expectedStream(dst) : reply.src === dst,
+        // Replies come from the destination; dead replies from it or a router on the way to it.
+        policy: (reply, stream) => (reply.isDead ? admitsDeadAbout(host, reply, stream, dst) : reply.src === dst),
         onClose: (error) => {
           settle();
           reject(error);

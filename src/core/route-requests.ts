@@ -3,7 +3,7 @@ import { Message } from './message.js';
 import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
 import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC, RouteRefusedError } from './protocol/routes.js';
 import { type ServeOptions, serve } from './protocol/serve.js';
-import { MAX_ROUTES_PER_STREAM } from './route-table.js';
+import { MAX_DEPTH, MAX_ROUTES_PER_STREAM } from './route-table.js';
 import type { Stream } from './stream.js';
 import type { MessageSwitch } from './switch.js';
 
@@ -11,8 +11,11 @@ import type { MessageSwitch } from './switch.js';
  * The route requests between a context and its parent: a child announces
  * the descendants it reaches (ADD_ROUTE), withdraws them (DEL_ROUTE) and
  * reports streams backed up toward them (ROUTE_PRESSURE). Each is served
- * only when the child may say it; this context sends the first two up
- * when its own routes change.
+ * only when the child may say it, and only from the child itself: they
+ * travel one hop at a time, so a request whose src is a context behind
+ * the child (a grandchild writing straight to this context) speaks for
+ * that child's subtree without being the child, and is refused. This
+ * context sends the first two up when its own routes change.
  */
 
 /** What a served route request changes, on the switch that serves it. */
@@ -21,8 +24,8 @@ export interface RouteChanges {
   mayRoute(target: number, stream: Stream): boolean;
   /** True when `stream` announced as many contexts as it may, `target` not among them. */
   isFull(target: number, stream: Stream): boolean;
-  /** Records the route a child announced, and tells this context's parent. */
-  addRoute(target: number, name: string, stream: Stream): void;
+  /** Records the route a child announced (`target`, started by `parent`), and tells this context's parent. */
+  addRoute(target: number, name: string, parent: number, stream: Stream): void;
   /** Forgets the route a child withdrew, and tells this context's parent. */
   deleteRoute(target: number, reason: string): void;
   /** Serves ROUTE_PRESSURE (see pressure.ts). */
@@ -41,14 +44,26 @@ export function serveRouteRequests(host: MessageSwitch, changes: RouteChanges): 
   serve(
     host,
     ADD_ROUTE_SPEC,
-    ([target, name], _message, stream) => {
+    ([target, name, parent], message, stream) => {
+      fromPeer(host, 'ADD_ROUTE', target, message, stream);
       if (!stream || !changes.mayRoute(target, stream)) {
         refuseRoute(host, 'ADD_ROUTE', target, stream, 'that ID does not belong to its subtree');
+      }
+      // The parent is the child itself or a context it reaches: a child cannot place its descendants under another.
+      if (parent === target || (parent !== stream.remoteId && host.routeOf(parent) !== stream)) {
+        refuseRoute(host, 'ADD_ROUTE', target, stream, `its parent ${parent} is not in that subtree`);
+      }
+      const known = host.parentOf(target);
+      if (host.routeOf(target) === stream && known !== undefined && known !== parent) {
+        refuseRoute(host, 'ADD_ROUTE', target, stream, `it was announced before with parent ${known}`);
+      }
+      if (parent !== stream.remoteId && (host.depthOf(parent) ?? MAX_DEPTH) >= MAX_DEPTH) {
+        refuseRoute(host, 'ADD_ROUTE', target, stream, `it would be more than ${MAX_DEPTH} contexts deep`);
       }
       if (changes.isFull(target, stream)) {
         refuseRoute(host, 'ADD_ROUTE', target, stream, `it already announced ${MAX_ROUTES_PER_STREAM} contexts`);
       }
-      changes.addRoute(target, name, stream);
+      changes.addRoute(target, name, parent, stream);
       return null;
     },
     routeRequests,
@@ -56,7 +71,8 @@ export function serveRouteRequests(host: MessageSwitch, changes: RouteChanges): 
   serve(
     host,
     DEL_ROUTE_SPEC,
-    ([target, reason], _message, stream) => {
+    ([target, reason], message, stream) => {
+      fromPeer(host, 'DEL_ROUTE', target, message, stream);
       if (host.routeOf(target) !== stream) {
         refuseRoute(host, 'DEL_ROUTE', target, stream, 'that context is not reached through it');
       }
@@ -68,9 +84,35 @@ export function serveRouteRequests(host: MessageSwitch, changes: RouteChanges): 
   serve(
     host,
     ROUTE_PRESSURE_SPEC,
-    ([target, on], _message, stream) => changes.onPressure(target, on, stream),
+    ([target, on], message, stream) => {
+      fromPeer(host, 'ROUTE_PRESSURE', target, message, stream);
+      return changes.onPressure(target, on, stream);
+    },
     routeRequests,
   );
+}
+
+/**
+ * Refuses a route request not sent by the context at the other end of
+ * `stream`: only that child speaks for the routes through it.
+ * @throws RouteRefusedError when `message.src` is not that child.
+ */
+function fromPeer(
+  host: MessageSwitch,
+  handleName: string,
+  target: number,
+  message: Message,
+  stream: Stream | undefined,
+): void {
+  if (stream === undefined || message.src !== stream.remoteId) {
+    refuseRoute(
+      host,
+      handleName,
+      target,
+      stream,
+      `it was sent by context ${message.src}, not by the child at the end of that stream`,
+    );
+  }
 }
 
 /**
@@ -91,19 +133,20 @@ export function refuseRoute(
   throw error;
 }
 
-/** Tells the parent, if its stream is open, that `target` became reachable (ADD_ROUTE, with its name) or went away (DEL_ROUTE, with why). */
-export function announceRoute(
-  host: MessageSwitch,
-  spec: typeof ADD_ROUTE_SPEC | typeof DEL_ROUTE_SPEC,
-  target: number,
-  detail: string,
-): void {
+/** Tells the parent, if its stream is open, that `target` became reachable (ADD_ROUTE, with its name and parent). */
+export function announceRoute(host: MessageSwitch, target: number, name: string, parent: number): void {
+  tellParent(host, ADD_ROUTE_SPEC.handle, [target, name, parent]);
+}
+
+/** Tells the parent, if its stream is open, that `target` went away (DEL_ROUTE, with why). */
+export function announceDeparture(host: MessageSwitch, target: number, reason: string): void {
+  tellParent(host, DEL_ROUTE_SPEC.handle, [target, reason]);
+}
+
+function tellParent(host: MessageSwitch, handle: number, request: unknown[]): void {
   if (host.parentStream && !host.parentStream.closed) {
     host.parentStream.send(
-      Message.encoded({ dst: host.parentId, src: host.id, auth: host.id, handle: spec.handle, replyTo: 0 }, [
-        target,
-        detail,
-      ]),
+      Message.encoded({ dst: host.parentId, src: host.id, auth: host.id, handle, replyTo: 0 }, request),
     );
   }
 }

@@ -4,6 +4,12 @@ import type { Stream } from './stream.js';
 const MAX_DEPARTED = 1024;
 /** Most descendants one child stream may announce. */
 export const MAX_ROUTES_PER_STREAM = 65_536;
+/**
+ * Deepest a context may be below the one that records it: a chain of
+ * contexts each started via the previous one goes at most this far. Walks
+ * up the parents stop here, whatever a hostile subtree announced.
+ */
+export const MAX_DEPTH = 256;
 
 /** What became of a context that went away: its name and why. */
 export interface Departure {
@@ -11,18 +17,23 @@ export interface Departure {
   name: string;
   /** Why it went away, e.g. `'end of stream (stream to web1)'`. */
   reason: string;
+  /** The context that started it (see `RouteTable.parentOf`). */
+  parent: number | undefined;
 }
 
 /**
  * What a switch knows of the contexts it reaches: the stream each
- * descendant is reached through, every context's name, and what became
- * of the contexts that went away (so an error about one says why it is
- * gone rather than that there is no route to it).
+ * descendant is reached through, the context that started it (its
+ * parent), every context's name, and what became of the contexts that
+ * went away (so an error about one says why it is gone rather than that
+ * there is no route to it).
  */
 export class RouteTable {
   /** Descendant context ID -> stream it is reached through. */
   private readonly routes = new Map<number, Stream>();
   private readonly names = new Map<number, string>();
+  /** Descendant context ID -> the context that started it, as announced (checked by each router on the way). */
+  private readonly parents = new Map<number, number>();
   /** Contexts that went away: name and why, oldest first, at most MAX_DEPARTED. */
   private readonly departed = new Map<number, Departure>();
   /** Why contexts being stopped on purpose are going away, until they have. */
@@ -58,6 +69,14 @@ export class RouteTable {
     return this.routes.get(contextId);
   }
 
+  /**
+   * The context that started `contextId` (its parent), while it has a
+   * route or is one of the last departed; undefined for any other.
+   */
+  parentOf(contextId: number): number | undefined {
+    return this.parents.get(contextId) ?? this.departed.get(contextId)?.parent;
+  }
+
   /** True when a route to `contextId` is recorded (its stream may have closed since). */
   has(contextId: number): boolean {
     return this.routes.has(contextId);
@@ -91,16 +110,33 @@ export class RouteTable {
     for (const contextId of this.routes.keys()) this.leaving.set(contextId, why);
   }
 
+  /**
+   * How many parents up from `contextId` this table's own children are
+   * (1 for a child), or undefined when its chain does not reach one within
+   * `MAX_DEPTH`.
+   */
+  depthOf(contextId: number, self: number): number | undefined {
+    let current = contextId;
+    for (let depth = 1; depth <= MAX_DEPTH; depth++) {
+      const parent = this.parentOf(current);
+      if (parent === undefined) return undefined;
+      if (parent === self) return depth;
+      current = parent;
+    }
+    return undefined;
+  }
+
   /** True when `stream` has announced `MAX_ROUTES_PER_STREAM` contexts and `target` would be one more. */
   isFull(target: number, stream: Stream): boolean {
     return this.routes.get(target) !== stream && (this.routeCounts.get(stream) ?? 0) >= MAX_ROUTES_PER_STREAM;
   }
 
-  /** Records that `target`, named `name`, is reached through `stream`. */
-  add(target: number, name: string, stream: Stream): void {
+  /** Records that `target`, named `name` and started by `parent`, is reached through `stream`. */
+  add(target: number, name: string, parent: number, stream: Stream): void {
     if (this.routes.get(target) !== stream) this.routeCounts.set(stream, (this.routeCounts.get(stream) ?? 0) + 1);
     this.routes.set(target, stream);
     this.names.set(target, name);
+    this.parents.set(target, parent);
   }
 
   /**
@@ -116,8 +152,9 @@ export class RouteTable {
     else this.routeCounts.delete(via);
     const reason = this.leaving.get(target) ?? streamReason;
     this.leaving.delete(target);
-    this.departed.set(target, { name: this.nameOf(target), reason });
+    this.departed.set(target, { name: this.nameOf(target), reason, parent: this.parents.get(target) });
     this.names.delete(target);
+    this.parents.delete(target);
     if (this.departed.size > MAX_DEPARTED) this.departed.delete(this.departed.keys().next().value as number);
     return reason;
   }

@@ -3,6 +3,7 @@ import { deadReason } from './dead-replies.js';
 import { ChannelError, type TendrilError } from './errors.js';
 import { FLAG_DEAD, Message } from './message.js';
 import type { MessageSwitch } from './switch.js';
+import { admitsDeadAbout } from './trust.js';
 import { fits, type HighWaterMark } from './window.js';
 
 /** Reason a receiver sees when its sender closed it on purpose. */
@@ -233,7 +234,7 @@ export class SendWindow {
         // Credit comes from the receiver's context; a dead message from the
         // receiver's context or a router on the way to it.
         policy: (message, stream) =>
-          message.isDead ? stream === undefined || stream === this.router.expectedStream(dst) : message.src === dst,
+          message.isDead ? admitsDeadAbout(this.router, message, stream, dst) : message.src === dst,
         onClose: (error) => this.fail(error),
       });
     }

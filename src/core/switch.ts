@@ -10,10 +10,9 @@ import { type LogRecord, logger } from './log.js';
 import { FLAG_DEAD, Message } from './message.js';
 import { PressureHolds } from './pressure.js';
 import { HANDLE_NAMES } from './protocol/handles.js';
-import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC } from './protocol/routes.js';
 import { type RequestOptions, reply, request } from './request.js';
-import { announceRoute, refuseRoute, serveRouteRequests } from './route-requests.js';
-import { type Departure, RouteTable } from './route-table.js';
+import { announceDeparture, announceRoute, refuseRoute, serveRouteRequests } from './route-requests.js';
+import { type Departure, MAX_DEPTH, RouteTable } from './route-table.js';
 import { serveServiceCalls } from './service-dispatch.js';
 import type { ServiceDispatcher } from './services.js';
 import type { Stream } from './stream.js';
@@ -123,7 +122,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     serveRouteRequests(this, {
       mayRoute: (target, stream) => this.mayRoute(target, stream),
       isFull: (target, stream) => this.routes.isFull(target, stream),
-      addRoute: (target, name, stream) => this.addRoute(target, name, stream),
+      addRoute: (target, name, parent, stream) => this.addRoute(target, name, parent, stream),
       deleteRoute: (target, reason) => this.deleteRoute(target, reason),
       onPressure: (target, on, stream) => this.routePressure.onPressure(target, on, stream),
     });
@@ -171,6 +170,39 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   /** The stream a descendant is reached through, if it is known. */
   routeOf(contextId: number): Stream | undefined {
     return this.routes.get(contextId);
+  }
+
+  /**
+   * The context that started descendant `contextId`, as its announcement
+   * said (each router on the way checked that the parent lies in the
+   * subtree it came from), while it is reachable or among the last to
+   * have departed; undefined otherwise.
+   */
+  parentOf(contextId: number): number | undefined {
+    return this.routes.parentOf(contextId);
+  }
+
+  /**
+   * True when `ancestor` started `contextId` or one of its ancestors, as
+   * far as this router knows them (its own descendants; this router
+   * itself counts for its children).
+   */
+  isAncestorOf(ancestor: number, contextId: number): boolean {
+    let current = contextId;
+    // Bounded whatever a hostile subtree announced (a cycle of withdrawn and re-announced routes).
+    for (let hops = 0; hops < MAX_DEPTH; hops++) {
+      const parent = this.routes.parentOf(current);
+      if (parent === undefined) return false;
+      if (parent === ancestor) return true;
+      if (parent === this.id) return false;
+      current = parent;
+    }
+    return false;
+  }
+
+  /** How far below this router descendant `contextId` is (1 for a child), or undefined past `MAX_DEPTH` or when unknown. */
+  depthOf(contextId: number): number | undefined {
+    return this.routes.depthOf(contextId, this.id);
   }
 
   /** What became of `contextId`, when it went away and has had no route since. */
@@ -376,7 +408,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   addChildStream(stream: Stream, childId: number, name: string): void {
     stream.remoteId = childId;
     this.attach(stream);
-    this.addRoute(childId, name, stream);
+    this.addRoute(childId, name, this.id, stream);
     stream.on('close', (reason) => this.onStreamClosed(stream, reason));
   }
 
@@ -403,9 +435,9 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     return existing === undefined || existing === stream || existing.closed;
   }
 
-  private addRoute(target: number, name: string, stream: Stream): void {
-    this.routes.add(target, name, stream);
-    announceRoute(this, ADD_ROUTE_SPEC, target, name);
+  private addRoute(target: number, name: string, parent: number, stream: Stream): void {
+    this.routes.add(target, name, parent, stream);
+    announceRoute(this, target, name, parent);
     this.emit('route', target, name);
   }
 
@@ -423,7 +455,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     const reason = this.routes.delete(target, streamReason);
     if (reason === undefined) return;
     this.routePressure.relieve(target);
-    announceRoute(this, DEL_ROUTE_SPEC, target, reason);
+    announceDeparture(this, target, reason);
     this.disconnected(target, reason);
   }
 

@@ -56,3 +56,30 @@ function forged(host: TrustHost, message: Message, inStream: Stream, field: 'aut
     `${host.name}: dropped a message claiming ${field} ID ${id} from stream ${inStream.name} (dst ${message.dst}, handle ${message.handle}): that ID is not routed through this stream`,
   );
 }
+
+/** What `admitsDeadAbout` needs of the switch it runs in. */
+export interface PathHost {
+  /** The stream a message to `id` leaves by (and one claiming `id` must arrive on). */
+  expectedStream(id: number): Stream | undefined;
+  /** The stream a descendant is reached through; undefined for any other context. */
+  routeOf(contextId: number): Stream | undefined;
+  /** True when `ancestor` started `contextId` or one of its ancestors below this context. */
+  isAncestorOf(ancestor: number, contextId: number): boolean;
+}
+
+/**
+ * Whether a dead message that arrived on `stream` may speak for `dst`: end
+ * a request to it, a Sender's credit from it, a Receiver bound to it. Only
+ * `dst` itself or a router on the way to it says that a message to `dst`
+ * could not be delivered: so only through the stream `dst` is reached by,
+ * and, when `dst` is a descendant, only from `dst` or one of its ancestors,
+ * never from a sibling or cousin behind the same child (which would have
+ * had to guess a random handle, and may try at the rate it can write).
+ * Undefined `stream`: made in this context.
+ */
+export function admitsDeadAbout(host: PathHost, message: Message, stream: Stream | undefined, dst: number): boolean {
+  if (stream === undefined) return true;
+  if (stream !== host.expectedStream(dst)) return false;
+  if (host.routeOf(dst) === undefined) return true;
+  return message.src === dst || host.isAncestorOf(message.src, dst);
+}

@@ -336,7 +336,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     serve(
       this,
       FORWARD_LOG_SPEC,
-      ([contextId, , text], _message, stream) => this.onForwardLog(contextId, text, stream),
+      ([contextId, , text], message, stream) => this.onForwardLog(contextId, text, message.src, stream),
       {
         // A refusal was reported as it was made (`refuseRoute`); any other failure is a handler's.
         onUnanswered: (error, message) => {
@@ -393,8 +393,8 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
         `waiting for context '${via.name}' to start it (it did not answer within connectTimeout and ${STOP_GRACE} ms more)`,
       );
     }
-    // The intermediate names the new context; it may only name one in its own subtree.
-    if (info.id === via.id || this.routeOf(info.id) === undefined || this.routeOf(info.id) !== this.routeOf(via.id)) {
+    // The intermediate names the new context; it may only name one it started (and announced).
+    if (this.parentOf(info.id) !== via.id || !this.hasRoute(info.id)) {
       throw new ProtocolError(
         'CONNECT',
         via.name,
@@ -550,11 +550,18 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     return owner !== undefined && owner !== id && this.routeOf(owner) === stream;
   }
 
-  private onForwardLog(contextId: number, text: string, stream: Stream | undefined): void {
-    // A context may only report lines of contexts in its own subtree, which
-    // may have exited (and lost their route) by the time their last lines arrive.
-    if (this.routeOf(contextId) !== stream && !this.inSubtreeOf(contextId, stream)) {
-      this.refuseRoute('FORWARD_LOG', contextId, stream, 'that context is not in its subtree; the line was dropped');
+  private onForwardLog(contextId: number, text: string, sender: number, stream: Stream | undefined): void {
+    // Only the parent reads a context's output, so only the parent reports
+    // it: not a grandchild in the name of its parent or a sibling, nor an
+    // isolated call's interpreter in its context's. The parent is known
+    // after the context has gone too, when its last lines arrive.
+    if (this.parentOf(contextId) !== sender) {
+      this.refuseRoute(
+        'FORWARD_LOG',
+        contextId,
+        stream,
+        `context ${sender} did not start that context; the line was dropped`,
+      );
     }
     // Named as the master knows the context, never as the sender says.
     this.emitLog({ contextId, contextName: this.nameOf(contextId), text });

@@ -117,3 +117,33 @@ export async function silence(context: Context, handle: number): Promise<void> {
     entry.fn = () => undefined;
   }, handle);
 }
+
+/**
+ * Makes `context` answer every CONNECT it serves as if the new context had
+ * ID `forged`: an intermediate claiming another context (a sibling, its
+ * own) is the one it started.
+ */
+export async function forgeConnectReplies(context: Context, forged: number): Promise<void> {
+  await context.call((id: number) => {
+    const core = require('tendril:core') as {
+      MessageSwitch: { prototype: { send(message: unknown): void } };
+      Message: new (header: object, data: Uint8Array) => unknown;
+      decode(bytes: Uint8Array): unknown;
+      encode(value: unknown): Uint8Array;
+    };
+    const send = core.MessageSwitch.prototype.send;
+    core.MessageSwitch.prototype.send = function (this: unknown, message: unknown) {
+      const m = message as { dst: number; handle: number; data: Uint8Array; flags: number };
+      if (m.dst === 0 && m.handle >= 1000 && m.flags === 0) {
+        try {
+          const value = core.decode(m.data) as [number, { pid?: unknown; id: number }];
+          if (Array.isArray(value) && value[0] === 0 && typeof value[1]?.pid === 'number') {
+            value[1].id = id;
+            return send.call(this, new core.Message({ ...m }, core.encode(value)));
+          }
+        } catch {}
+      }
+      return send.call(this, message);
+    };
+  }, forged);
+}

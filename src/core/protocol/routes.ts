@@ -4,31 +4,37 @@ import { contextId, MAX_TEXT_LENGTH, string, tuple } from './check.js';
 import { ADD_ROUTE, DEL_ROUTE } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
-/** Request of ADD_ROUTE: a descendant and its name. */
-export type AddRoute = [contextId: number, name: string];
+/**
+ * Request of ADD_ROUTE: a descendant, its name, and the context that
+ * started it (its parent: the sender itself for its own child).
+ */
+export type AddRoute = [contextId: number, name: string, parent: number];
 /** Request of DEL_ROUTE: a descendant and why it went away. */
 export type DelRoute = [contextId: number, reason: string];
 
 /**
  * ADD_ROUTE: a descendant became reachable through the stream this came
- * in on. From a child stream only. Routers send it without asking for a
- * reply; one that asks gets `null`, or, when the ID may not be announced
- * there, a `RouteRefusedError`.
+ * in on. From a child stream only, sent by the child at its other end
+ * (route requests travel one hop at a time, each router announcing to its
+ * parent what it learnt). Routers send it without asking for a reply; one
+ * that asks gets `null`, or, when the ID may not be announced there, a
+ * `RouteRefusedError`.
  */
 export const ADD_ROUTE_SPEC: HandleSpec<AddRoute, null> = {
   handle: ADD_ROUTE,
   name: 'ADD_ROUTE',
   policy: fromChildStream,
   request(value) {
-    const [id, name] = tuple(value, 'request', 2);
-    return [contextId(id, 'contextId'), string(name, 'name')];
+    const [id, name, parent] = tuple(value, 'request', 3);
+    return [contextId(id, 'contextId'), string(name, 'name'), contextId(parent, 'parent')];
   },
 };
 
 /**
  * DEL_ROUTE: a descendant is no longer reachable. From a child stream
- * only, about a context routed through it (anything else is refused with
- * a `RouteRefusedError`); replies as ADD_ROUTE.
+ * only, sent by the child at its other end, about a context routed
+ * through it (anything else is refused with a `RouteRefusedError`);
+ * replies as ADD_ROUTE.
  */
 export const DEL_ROUTE_SPEC: HandleSpec<DelRoute, null> = {
   handle: DEL_ROUTE,
