@@ -177,3 +177,105 @@ describe('what a grandchild can say for its parent and its siblings', () => {
     await late.shutdown();
   });
 });
+
+/**
+ * Shipped (self-contained): asks the master for context IDs, 1000 at a
+ * time, until it says no or `most` were granted. Returns how many were
+ * granted, the ranges, and the refusal.
+ */
+async function drainIds(most: number): Promise<{ granted: number; blocks: [number, number][]; refusal: string }> {
+  const core = require('tendril:core') as {
+    contextRuntime(): {
+      router: { request(dst: number, handle: number, payload: Uint8Array): Promise<{ data: Uint8Array }> };
+    };
+    encode(value: unknown): Uint8Array;
+    decode(bytes: Uint8Array): unknown;
+    ALLOCATE_ID: number;
+  };
+  const router = core.contextRuntime().router;
+  const blocks: [number, number][] = [];
+  let granted = 0;
+  while (granted < most) {
+    const reply = await router.request(0, core.ALLOCATE_ID, core.encode(Math.min(1000, most - granted)));
+    const [status, value] = core.decode(reply.data) as [number, [number, number] | { message: string }];
+    if (status !== 0) return { granted, blocks, refusal: (value as { message: string }).message };
+    const [start, end] = value as [number, number];
+    blocks.push([start, end]);
+    granted += end - start;
+  }
+  return { granted, blocks, refusal: '' };
+}
+
+/**
+ * Shipped (self-contained): takes `count` context IDs from the master, 1000
+ * at a time, and announces each to this context's parent as a child of its own
+ * (ADD_ROUTE), as an intermediate starting that many children would.
+ */
+async function announceFakeChildren(count: number): Promise<number> {
+  const core = require('tendril:core') as {
+    contextRuntime(): {
+      router: {
+        id: number;
+        parentId: number;
+        send(message: unknown): void;
+        request(dst: number, handle: number, payload: Uint8Array): Promise<{ data: Uint8Array }>;
+      };
+    };
+    encode(value: unknown): Uint8Array;
+    decode(bytes: Uint8Array): unknown;
+    Message: new (header: object, data: Uint8Array) => unknown;
+    ADD_ROUTE: number;
+    ALLOCATE_ID: number;
+  };
+  const router = core.contextRuntime().router;
+  let announced = 0;
+  while (announced < count) {
+    const reply = await router.request(0, core.ALLOCATE_ID, core.encode(Math.min(1000, count - announced)));
+    const [status, block] = core.decode(reply.data) as [number, [number, number]];
+    if (status !== 0) throw new Error(`ALLOCATE_ID refused: ${JSON.stringify(block)}`);
+    for (let id = block[0]; id < block[1]; id++, announced++) {
+      router.send(
+        new core.Message(
+          { dst: router.parentId, src: router.id, auth: router.id, handle: core.ADD_ROUTE, replyTo: 0, flags: 0 },
+          core.encode([id, `fake-${id}`, router.id]),
+        ),
+      );
+    }
+  }
+  // A round trip to the master behind them: the announcements have arrived there.
+  await router.request(0, core.ALLOCATE_ID, core.encode(1));
+  return announced;
+}
+
+describe('what one member of a subtree can take from the rest of it', () => {
+  let router: Router;
+  before(() => {
+    router = new Router();
+  });
+  after(() => router.shutdown());
+
+  test('an isolated call that asks for every context ID it can leaves its context IDs of its own: isolated calls and starts via it go on', async () => {
+    const context = await router.local({ name: 'isolating' });
+    const { granted, refusal } = await context.callWith({ isolate: true }, drainIds, 2 ** 21);
+    assert.ok(granted <= 0.75 * 2 ** 20, `the isolated call was granted ${granted} IDs`);
+    assert.match(refusal, /and the contexts it started have used their share of \d+ context IDs/);
+    // The context's own refill, as it asks when its block runs low.
+    const own = await context.call(drainIds, 1000);
+    assert.deepEqual([own.granted, own.refusal], [1000, '']);
+    assert.equal(await context.callWith({ isolate: true }, () => 'isolated again'), 'isolated again');
+    const child = await router.local({ name: 'started-after', via: context });
+    assert.equal(await child.call(() => 'started'), 'started');
+    await context.shutdown();
+  });
+
+  test('a grandchild announcing as many routes as a stream may take leaves its parent routes of its own: a start via the parent goes on', async () => {
+    const parent = await router.local({ name: 'announcing-parent' });
+    const grandchild = await router.local({ name: 'announcing-grandchild', via: parent });
+    const refused = collect(router, 'bad-route');
+    assert.equal(await grandchild.call(announceFakeChildren, 65_536), 65_536);
+    assert.ok(refused.length > 0, 'the master refused some');
+    const child = await router.local({ name: 'started-after-routes', via: parent });
+    assert.equal(await child.call(() => 'started'), 'started');
+    await parent.shutdown();
+  });
+});

@@ -345,6 +345,36 @@ describe('what the contexts behind one child make a receiver hold, together', { 
     await Promise.all([hostile.shutdown(), honest.shutdown()]);
   });
 
+  test("a grandchild flooding a receiver fills only its share of its parent's account: the parent's own values are still taken", async () => {
+    const parent = await router.local({ name: 'flooded-parent' });
+    const flooder = await router.local({ name: 'flooding-grandchild', via: parent });
+    const receiver = new Receiver<unknown>(router);
+    // The parent's values wait until the flood is in: a call in flight holding a Sender.
+    const sending = parent.call(produceTagged, receiver.toSender() as Sender<unknown>, 0, 3, MiB - 64, true);
+    // A window of 8 values of 1 MiB from each of four IDs (its own and three it announces): 32 MiB, twice the account.
+    const ids = [flooder.id, ...(await flooder.call(claimIds, 3))];
+    for (const [n, id] of ids.entries()) {
+      await flooder.call(floodReceiver, id, 0, receiver.handle, FLOOD_VALUE, 1, 8, 0x7100_0000 + n, false);
+    }
+    const held = switchOf(router).holdings.snapshot();
+    const share = Math.floor(maxHeldBytes * 0.75);
+    assert.ok(
+      (held.get(flooder.id) ?? 0) <= share,
+      `the grandchild holds ${held.get(flooder.id)} bytes (its share: ${share})`,
+    );
+    await parent.call(() => (globalThis as { go?: () => void }).go?.());
+    // Nothing is read before the parent's sends have settled: they fit in what the flood left.
+    assert.equal(await sending, '3 sent');
+    const ownValues: number[] = [];
+    for (let taken = 0; ownValues.length < 3 && taken < 64; taken++) {
+      const value = (await receiver.get(20_000)) as { who?: number; i?: number };
+      if (value.who === 0 && value.i !== undefined) ownValues.push(value.i);
+    }
+    assert.deepEqual(ownValues, [0, 1, 2], "the parent's values were taken");
+    receiver.close();
+    await parent.shutdown();
+  });
+
   test('a context that closes one Sender and opens another to pile up unread values is bounded by the same account', async () => {
     const hostile = await router.local({ name: 'reopener' });
     const holder = await router.local({ name: 'holder' });
@@ -404,14 +434,15 @@ describe('what the contexts behind one child make a receiver hold, together', { 
 
 /**
  * Shipped to a child (self-contained): asks the master for `count` context
- * IDs and announces each as a context of its subtree (ADD_ROUTE), as an
- * intermediate starting children would. Returns the IDs.
+ * IDs and announces each to its parent as a child of its own (ADD_ROUTE),
+ * as an intermediate starting children would. Returns the IDs.
  */
 async function claimIds(count: number): Promise<number[]> {
   const core = require('tendril:core') as {
     contextRuntime(): {
       router: {
         id: number;
+        parentId: number;
         request(dst: number, handle: number, payload: Uint8Array): Promise<{ data: Uint8Array }>;
         send(message: unknown): void;
       };
@@ -431,7 +462,7 @@ async function claimIds(count: number): Promise<number[]> {
     ids.push(id);
     router.send(
       new core.Message(
-        { dst: 0, src: router.id, auth: router.id, handle: core.ADD_ROUTE, replyTo: 0, flags: 0 },
+        { dst: router.parentId, src: router.id, auth: router.id, handle: core.ADD_ROUTE, replyTo: 0, flags: 0 },
         core.encode([id, `fake-${id}`, router.id]),
       ),
     );

@@ -10,7 +10,11 @@
  * context IDs it uses, so one account bounds all of them: one review of
  * this file answers "how much can a child make us hold?" — `maxHeldBytes`
  * (default 256 MiB) per child, whatever it does, and as much for all the
- * contexts beyond the parent together.
+ * contexts beyond the parent together. Within a child's subtree, what a
+ * descendant sends counts against it and each of its ancestors up to the
+ * child, and each context's subtree holds at most `MEMBER_SHARE` of what
+ * its parent's may (shares.ts, at least `MIN_HELD_SHARE`): a grandchild or
+ * an isolated call's interpreter cannot fill its parent's account.
  *
  * Past the limit a charge throws `HeldBytesError` and the feature fails
  * that one operation (drops the value, kills the command, refuses the
@@ -24,10 +28,14 @@
  * a child's.
  */
 import { HeldBytesError } from './errors.js';
+import { lineageOf, MEMBER_SHARE, Shares } from './shares.js';
 import type { Stream } from './stream.js';
 
 /** What the contexts behind one child may make this context hold, by default: 256 MiB. */
 export const DEFAULT_MAX_HELD_BYTES = 256 * 1024 * 1024;
+
+/** The least share of held bytes of a context however deep in a child's subtree: 1 MiB. */
+export const MIN_HELD_SHARE = 1024 * 1024;
 
 /**
  * Bytes charged for an item held on a child's behalf besides its payload:
@@ -46,17 +54,31 @@ export interface AccountRouter {
   readonly parentIds: readonly number[];
   /** The child stream `contextId` is routed through; undefined for this context and those behind the parent. */
   routeOf(contextId: number): Stream | undefined;
+  /** The context that started a descendant (see `MessageSwitch.parentOf`). */
+  parentOf(contextId: number): number | undefined;
   /** A context's name, for messages. */
   nameOf(contextId: number): string;
   /** Reports a refusal (a `quota` router warning). */
   warn(code: 'quota', message: string): void;
 }
 
+/** What a `Holding` charges: an account, or the shares of a descendant and its ancestors. */
+export interface Charges {
+  /**
+   * Charges `bytes` held for `what`.
+   * @param reserve bytes that must stay free after this charge; default 0.
+   * @throws HeldBytesError past the limit; nothing is charged then.
+   */
+  charge(bytes: number, what: string, reserve?: number): void;
+  /** Gives back `bytes` charged earlier. */
+  release(bytes: number): void;
+}
+
 /**
- * The bytes the contexts one account is for hold here: one child's
- * subtree, or the contexts beyond the parent.
+ * The bytes the contexts one account is for hold here: the contexts
+ * beyond the parent, or (unlimited) this context and its ancestors.
  */
-export class Account {
+export class Account implements Charges {
   /** Bytes charged and not yet released. */
   held = 0;
   /** The context the bytes come through: the child, or the parent for the contexts beyond it. */
@@ -134,7 +156,7 @@ export class Holding {
    * @param what what is held, for the error past the limit.
    */
   constructor(
-    private readonly account: Account,
+    private readonly account: Charges,
     what: string,
   ) {
     this.what = what;
@@ -164,11 +186,35 @@ export class Holding {
 }
 
 /**
- * The accounts of one context: one per child stream, one for the contexts
- * beyond the parent, and one unlimited for this context and its ancestors.
+ * The bytes a descendant and its ancestors up to a child of this context
+ * hold here, each within its share (shares.ts).
+ */
+class ShareAccount implements Charges {
+  constructor(
+    private readonly holdings: Holdings,
+    private readonly shares: Shares,
+    private readonly chain: readonly number[],
+  ) {}
+
+  charge(bytes: number, what: string, reserve = 0): void {
+    const full = this.shares.shortfall(this.chain, bytes + reserve);
+    if (full !== undefined)
+      throw this.holdings.refused(full.contextId, full.level, full.share, full.used, bytes, what, reserve);
+    this.shares.take(this.chain, bytes);
+  }
+
+  release(bytes: number): void {
+    this.shares.give(this.chain, bytes);
+  }
+}
+
+/**
+ * The accounts of one context: a share for each descendant (within one
+ * for each child), one for the contexts beyond the parent, and one
+ * unlimited for this context and its ancestors.
  */
 export class Holdings {
-  private readonly accounts = new Map<Stream, Account>();
+  private readonly shares: Shares;
   private readonly unlimited: Account;
   private beyond: Account | undefined;
 
@@ -184,27 +230,66 @@ export class Holdings {
     limit: number,
   ) {
     this.limit = limit;
+    this.shares = new Shares(limit, MIN_HELD_SHARE);
     this.unlimited = new Account(router.name, router.id, router.name, Number.POSITIVE_INFINITY, () => undefined);
   }
 
   /**
-   * The account charged for what `contextId` sends: that of the child
-   * stream it is routed through; none (unlimited) for this context and its
-   * ancestors; for any other, that of the contexts beyond the parent.
+   * What is charged for what `contextId` sends: its share and those of
+   * its ancestors up to the child it is routed through; none (unlimited)
+   * for this context and its ancestors; for any other, the account of the
+   * contexts beyond the parent.
    */
-  accountOf(contextId: number): Account {
-    const stream = this.router.routeOf(contextId);
-    if (stream === undefined) {
-      if (contextId === this.router.id || this.router.parentIds.includes(contextId)) return this.unlimited;
-      this.beyond ??= this.limited(this.router.parentIds[0] ?? this.router.id, this.beyondParent());
-      return this.beyond;
+  accountOf(contextId: number): Charges {
+    if (this.router.routeOf(contextId) !== undefined) {
+      const chain = lineageOf(this.router, contextId);
+      // A route always has a parent on record; a chain past the depth bound falls to its child's share.
+      return new ShareAccount(this, this.shares, chain ?? [this.childOf(contextId)]);
     }
-    let account = this.accounts.get(stream);
-    if (!account) {
-      account = this.limited(stream.remoteId);
-      this.accounts.set(stream, account);
-    }
-    return account;
+    if (contextId === this.router.id || this.router.parentIds.includes(contextId)) return this.unlimited;
+    this.beyond ??= new Account(
+      this.router.nameOf(this.router.parentIds[0] ?? this.router.id),
+      this.router.parentIds[0] ?? this.router.id,
+      this.router.name,
+      this.limit,
+      (error) => this.router.warn('quota', `${this.router.name}: ${error.message}`),
+      this.beyondParent(),
+    );
+    return this.beyond;
+  }
+
+  /** The child of this context that `contextId` is routed through. */
+  private childOf(contextId: number): number {
+    return this.router.routeOf(contextId)?.remoteId ?? contextId;
+  }
+
+  /** The error for a charge past the share of `contextId` (at `level` below a child), reported as a `quota` warning. */
+  refused(
+    contextId: number,
+    level: number,
+    share: number,
+    used: number,
+    bytes: number,
+    what: string,
+    reserve: number,
+  ): HeldBytesError {
+    const name = this.router.nameOf(contextId);
+    const whose =
+      level === 0
+        ? undefined
+        : `context '${name}' (id ${contextId}) and the contexts it started (a share of ${Math.round(MEMBER_SHARE * 100)}% of their parent's, so that one context cannot use up its parent's account)`;
+    const error = new HeldBytesError(
+      name,
+      contextId,
+      this.router.name,
+      reserve > 0 ? `${what} (keeping ${reserve} bytes free for what is still on its way)` : what,
+      bytes,
+      used,
+      share,
+      whose,
+    );
+    this.router.warn('quota', `${this.router.name}: ${error.message}`);
+    return error;
   }
 
   /** Whom the account of the contexts beyond the parent is for, for errors. */
@@ -215,35 +300,18 @@ export class Holdings {
     return `the contexts beyond the parent of '${this.router.name}' (all it hears from through '${this.router.nameOf(parentId)}', id ${parentId}, but its ancestors)`;
   }
 
-  /** An account limited to `maxHeldBytes`, for what comes through context `throughId`. */
-  private limited(throughId: number, whose?: string): Account {
-    return new Account(
-      this.router.nameOf(throughId),
-      throughId,
-      this.router.name,
-      this.limit,
-      (error) => this.router.warn('quota', `${this.router.name}: ${error.message}`),
-      whose,
-    );
-  }
-
   /** A holding charged to `contextId`'s account (see `Holding`). */
   holding(contextId: number, what: string): Holding {
     return new Holding(this.accountOf(contextId), what);
   }
 
-  /** Forgets the account of a stream that closed: what is still charged to it is released by its holders. */
-  streamClosed(stream: Stream): void {
-    this.accounts.delete(stream);
-  }
-
   /**
-   * Bytes each child's account holds now, by child ID, and that of the
-   * contexts beyond the parent by the parent's ID: for tests and diagnostics.
+   * Bytes each context's subtree holds now, by its ID (a child's
+   * account is its subtree's), and that of the contexts beyond the parent
+   * by the parent's ID: for tests and diagnostics.
    */
   snapshot(): Map<number, number> {
-    const held = new Map<number, number>();
-    for (const account of this.accounts.values()) held.set(account.contextId, account.held);
+    const held = this.shares.snapshot();
     if (this.beyond) held.set(this.beyond.contextId, this.beyond.held);
     return held;
   }

@@ -3,7 +3,8 @@ import { Message } from './message.js';
 import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
 import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC, RouteRefusedError } from './protocol/routes.js';
 import { type ServeOptions, serve } from './protocol/serve.js';
-import { MAX_DEPTH, MAX_ROUTES_PER_STREAM } from './route-table.js';
+import { MAX_ROUTES_PER_STREAM } from './route-table.js';
+import { MAX_TREE_DEPTH } from './shares.js';
 import type { Stream } from './stream.js';
 import type { MessageSwitch } from './switch.js';
 
@@ -22,8 +23,12 @@ import type { MessageSwitch } from './switch.js';
 export interface RouteChanges {
   /** Whether a descendant may announce `target` through `stream` (see `MessageSwitch.mayRoute`). */
   mayRoute(target: number, stream: Stream): boolean;
-  /** True when `stream` announced as many contexts as it may, `target` not among them. */
-  isFull(target: number, stream: Stream): boolean;
+  /**
+   * The share of routes that `target`, started by `parent`, would pass
+   * (that of the child, or of an ancestor of `target` below it), or
+   * undefined when it fits.
+   */
+  fullShare(target: number, parent: number): { contextId: number; share: number } | undefined;
   /** Records the route a child announced (`target`, started by `parent`), and tells this context's parent. */
   addRoute(target: number, name: string, parent: number, stream: Stream): void;
   /** Forgets the route a child withdrew, and tells this context's parent. */
@@ -57,11 +62,20 @@ export function serveRouteRequests(host: MessageSwitch, changes: RouteChanges): 
       if (host.routeOf(target) === stream && known !== undefined && known !== parent) {
         refuseRoute(host, 'ADD_ROUTE', target, stream, `it was announced before with parent ${known}`);
       }
-      if (parent !== stream.remoteId && (host.depthOf(parent) ?? MAX_DEPTH) >= MAX_DEPTH) {
-        refuseRoute(host, 'ADD_ROUTE', target, stream, `it would be more than ${MAX_DEPTH} contexts deep`);
+      if (parent !== stream.remoteId && (host.depthOf(parent) ?? MAX_TREE_DEPTH) >= MAX_TREE_DEPTH) {
+        refuseRoute(host, 'ADD_ROUTE', target, stream, `it would be more than ${MAX_TREE_DEPTH} contexts deep`);
       }
-      if (changes.isFull(target, stream)) {
-        refuseRoute(host, 'ADD_ROUTE', target, stream, `it already announced ${MAX_ROUTES_PER_STREAM} contexts`);
+      const full = changes.fullShare(target, parent);
+      if (full !== undefined) {
+        refuseRoute(
+          host,
+          'ADD_ROUTE',
+          target,
+          stream,
+          full.contextId === stream.remoteId
+            ? `it already announced ${MAX_ROUTES_PER_STREAM} contexts`
+            : `context ${full.contextId} and the contexts it started already have their share of ${full.share} routes`,
+        );
       }
       changes.addRoute(target, name, parent, stream);
       return null;

@@ -1,15 +1,16 @@
+import { MAX_TREE_DEPTH, Shares } from './shares.js';
 import type { Stream } from './stream.js';
 
 /** Departed contexts remembered, for errors that say what became of them. */
 const MAX_DEPARTED = 1024;
-/** Most descendants one child stream may announce. */
-export const MAX_ROUTES_PER_STREAM = 65_536;
 /**
- * Deepest a context may be below the one that records it: a chain of
- * contexts each started via the previous one goes at most this far. Walks
- * up the parents stop here, whatever a hostile subtree announced.
+ * Most descendants one child stream may announce; within it, each
+ * context's subtree may announce a share of its parent's (shares.ts), at
+ * least `MIN_ROUTE_SHARE`.
  */
-export const MAX_DEPTH = 256;
+export const MAX_ROUTES_PER_STREAM = 65_536;
+/** The least number of routes the subtree of a context however deep may announce. */
+export const MIN_ROUTE_SHARE = 16;
 
 /** What became of a context that went away: its name and why. */
 export interface Departure {
@@ -38,8 +39,10 @@ export class RouteTable {
   private readonly departed = new Map<number, Departure>();
   /** Why contexts being stopped on purpose are going away, until they have. */
   private readonly leaving = new Map<number, string>();
-  /** Routes announced through each child stream, to bound them. */
-  private readonly routeCounts = new Map<Stream, number>();
+  /** Routes announced in each subtree, to bound them: each route counts against the chain it was announced under. */
+  private readonly routeCounts = new Shares(MAX_ROUTES_PER_STREAM, MIN_ROUTE_SHARE);
+  /** The chain each route was counted against (the target and its ancestors up to this table's child). */
+  private readonly chains = new Map<number, readonly number[]>();
 
   /** Name recorded for a context ID, or `'context <id>'`. */
   nameOf(contextId: number): string {
@@ -113,11 +116,11 @@ export class RouteTable {
   /**
    * How many parents up from `contextId` this table's own children are
    * (1 for a child), or undefined when its chain does not reach one within
-   * `MAX_DEPTH`.
+   * `MAX_TREE_DEPTH`.
    */
   depthOf(contextId: number, self: number): number | undefined {
     let current = contextId;
-    for (let depth = 1; depth <= MAX_DEPTH; depth++) {
+    for (let depth = 1; depth <= MAX_TREE_DEPTH; depth++) {
       const parent = this.parentOf(current);
       if (parent === undefined) return undefined;
       if (parent === self) return depth;
@@ -126,14 +129,22 @@ export class RouteTable {
     return undefined;
   }
 
-  /** True when `stream` has announced `MAX_ROUTES_PER_STREAM` contexts and `target` would be one more. */
-  isFull(target: number, stream: Stream): boolean {
-    return this.routes.get(target) !== stream && (this.routeCounts.get(stream) ?? 0) >= MAX_ROUTES_PER_STREAM;
+  /**
+   * The share that one more route, for `target` announced under `chain`
+   * (it and its ancestors up to a child, nearest first), would pass:
+   * undefined when it fits (or `target` is counted already).
+   */
+  fullShare(target: number, chain: readonly number[]): { contextId: number; share: number } | undefined {
+    if (this.chains.has(target)) return undefined;
+    return this.routeCounts.shortfall(chain, 1);
   }
 
-  /** Records that `target`, named `name` and started by `parent`, is reached through `stream`. */
-  add(target: number, name: string, parent: number, stream: Stream): void {
-    if (this.routes.get(target) !== stream) this.routeCounts.set(stream, (this.routeCounts.get(stream) ?? 0) + 1);
+  /** Records that `target`, named `name` and started by `parent`, is reached through `stream`, counted against `chain`. */
+  add(target: number, name: string, parent: number, stream: Stream, chain: readonly number[]): void {
+    if (!this.chains.has(target)) {
+      this.routeCounts.take(chain, 1);
+      this.chains.set(target, chain);
+    }
     this.routes.set(target, stream);
     this.names.set(target, name);
     this.parents.set(target, parent);
@@ -147,9 +158,9 @@ export class RouteTable {
   delete(target: number, streamReason: string): string | undefined {
     const via = this.routes.get(target);
     if (!via || !this.routes.delete(target)) return undefined;
-    const count = (this.routeCounts.get(via) ?? 1) - 1;
-    if (count > 0) this.routeCounts.set(via, count);
-    else this.routeCounts.delete(via);
+    const chain = this.chains.get(target);
+    if (chain) this.routeCounts.give(chain, 1);
+    this.chains.delete(target);
     const reason = this.leaving.get(target) ?? streamReason;
     this.leaving.delete(target);
     this.departed.set(target, { name: this.nameOf(target), reason, parent: this.parents.get(target) });

@@ -12,9 +12,10 @@ import { PressureHolds } from './pressure.js';
 import { HANDLE_NAMES } from './protocol/handles.js';
 import { type RequestOptions, reply, request } from './request.js';
 import { announceDeparture, announceRoute, refuseRoute, serveRouteRequests } from './route-requests.js';
-import { type Departure, MAX_DEPTH, RouteTable } from './route-table.js';
+import { type Departure, RouteTable } from './route-table.js';
 import { serveServiceCalls } from './service-dispatch.js';
 import type { ServiceDispatcher } from './services.js';
+import { lineageOf, MAX_TREE_DEPTH } from './shares.js';
 import type { Stream } from './stream.js';
 import { ROUTER_SWITCH } from './symbols.js';
 import { admits } from './trust.js';
@@ -100,7 +101,11 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   /** The streams descendants are reached through, names, and what became of departed contexts. */
   private readonly routes = new RouteTable();
   private readonly warningLimits = new WarningLimits();
-  private readonly deadReplyLimits = new DeadReplyLimits((message) => this.warn('flood', message));
+  private readonly deadReplyLimits = new DeadReplyLimits(
+    this,
+    (message) => this.warn('flood', message),
+    (contextId) => this.nameOf(contextId),
+  );
   private readonly routePressure = new PressureHolds(this);
   private readonly holds = new EventLoopHolds();
   /**
@@ -121,7 +126,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     this.handlers = new HandlerTable(this.name);
     serveRouteRequests(this, {
       mayRoute: (target, stream) => this.mayRoute(target, stream),
-      isFull: (target, stream) => this.routes.isFull(target, stream),
+      fullShare: (target, parent) => this.routes.fullShare(target, this.chainUnder(target, parent)),
       addRoute: (target, name, parent, stream) => this.addRoute(target, name, parent, stream),
       deleteRoute: (target, reason) => this.deleteRoute(target, reason),
       onPressure: (target, on, stream) => this.routePressure.onPressure(target, on, stream),
@@ -190,7 +195,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   isAncestorOf(ancestor: number, contextId: number): boolean {
     let current = contextId;
     // Bounded whatever a hostile subtree announced (a cycle of withdrawn and re-announced routes).
-    for (let hops = 0; hops < MAX_DEPTH; hops++) {
+    for (let hops = 0; hops < MAX_TREE_DEPTH; hops++) {
       const parent = this.routes.parentOf(current);
       if (parent === undefined) return false;
       if (parent === ancestor) return true;
@@ -200,7 +205,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     return false;
   }
 
-  /** How far below this router descendant `contextId` is (1 for a child), or undefined past `MAX_DEPTH` or when unknown. */
+  /** How far below this router descendant `contextId` is (1 for a child), or undefined past `MAX_TREE_DEPTH` or when unknown. */
   depthOf(contextId: number): number | undefined {
     return this.routes.depthOf(contextId, this.id);
   }
@@ -392,7 +397,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   deadReply(message: Message, reason: string, inStream?: Stream): void {
     debug('%s: cannot deliver %s: %s', this.name, message, reason);
     if (message.isDead || message.replyTo === 0) return;
-    if (inStream && !this.deadReplyLimits.mayReply(inStream, this.name)) return;
+    if (inStream && !this.deadReplyLimits.mayReply(inStream, message.src, this.name)) return;
     const dead = new Message(
       { dst: message.src, src: this.id, auth: this.id, handle: message.replyTo, replyTo: 0, flags: FLAG_DEAD },
       encode(reason),
@@ -435,8 +440,14 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     return existing === undefined || existing === stream || existing.closed;
   }
 
+  /** `target` and its ancestors up to the child of this context it is reached through, given its `parent`. */
+  private chainUnder(target: number, parent: number): number[] {
+    if (parent === this.id) return [target];
+    return [target, ...(lineageOf(this, parent) ?? [parent])];
+  }
+
   private addRoute(target: number, name: string, parent: number, stream: Stream): void {
-    this.routes.add(target, name, parent, stream);
+    this.routes.add(target, name, parent, stream, this.chainUnder(target, parent));
     announceRoute(this, target, name, parent);
     this.emit('route', target, name);
   }
@@ -471,7 +482,6 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   private onStreamClosed(stream: Stream, reason: string): void {
     this.holds.detach(stream);
     this.deadReplyLimits.streamClosed(stream);
-    this.holdings.streamClosed(stream);
     if (stream.remoteId >= 0) debug('%s: stream %s closed: %s', this.name, stream.name, reason);
     for (const target of this.routes.reachedThrough(stream)) {
       this.deleteRoute(target, `${reason} (stream to ${stream.name})`);

@@ -3,12 +3,15 @@ import { type ChildIds, ID_BLOCK_SIZE, type IdSource } from '../core/ids.js';
 import { MAX_ID } from '../core/message.js';
 import { ALLOCATE_ID_SPEC, type IdBlock } from '../core/protocol/allocate-id.js';
 import { serve } from '../core/protocol/serve.js';
+import { lineageOf, MEMBER_SHARE, Shares } from '../core/shares.js';
 import type { MessageSwitch } from '../core/switch.js';
 
 /**
  * Most IDs the master hands to the subtree under one of its children, over
  * its lifetime (about a million contexts). A child that asks for more
- * cannot starve the rest of the tree of IDs.
+ * cannot starve the rest of the tree of IDs; and within it, each context's
+ * subtree may take `MEMBER_SHARE` of its parent's (see shares.ts), at
+ * least one block, so no member can starve its parent and siblings.
  */
 export const SUBTREE_ID_QUOTA = 1 << 20;
 
@@ -31,25 +34,28 @@ export class IdQuotaError extends TendrilError {
  * The master's numbering of contexts. IDs are never reused. Every block
  * handed out is remembered with its owner, so the master can check that a
  * route announced through a stream is for an ID that stream's subtree was
- * actually given (a child cannot hijack a sibling's ID), and each subtree
- * under a child of the master has a quota.
+ * actually given (a child cannot hijack a sibling's ID). Each subtree
+ * under a child of the master has a quota, and each context's subtree
+ * within it a share of its parent's.
  */
 export class IdAllocator implements IdSource {
   private next = 1;
   private readonly grants: Grant[] = [];
-  /** IDs handed to each subtree, by the ID of the master's child at its top. */
-  private readonly allotted = new Map<number, number>();
+  /** IDs handed to each subtree over its lifetime, by the context at its top. */
+  private readonly shares = new Shares(SUBTREE_ID_QUOTA, ID_BLOCK_SIZE);
 
   /** @param router the master's router; ALLOCATE_ID is served on it. */
   constructor(private readonly router: MessageSwitch) {
-    // Any descendant may ask; the block is recorded against the asker.
+    // Any descendant may ask; the block is recorded against the asker, and counted against it and its ancestors.
     serve(router, ALLOCATE_ID_SPEC, (count, message) => this.grantTo(message.src, count));
+    // A departed context asks no more; what it took stays counted against its ancestors.
+    router.on('disconnect', (contextId: number) => this.shares.forget(contextId));
   }
 
   /** A new ID for a child of the master, and a fresh block for it. */
   async allocateChild(): Promise<ChildIds> {
     const id = this.take(1)[0];
-    this.allotted.set(id, ID_BLOCK_SIZE + 1);
+    this.shares.take([id], ID_BLOCK_SIZE + 1);
     return { id, block: this.grant(ID_BLOCK_SIZE, id) };
   }
 
@@ -90,17 +96,30 @@ export class IdAllocator implements IdSource {
     return undefined;
   }
 
+  /**
+   * A block of at most `count` IDs for `requester`: fewer when its share,
+   * or that of an ancestor, has less left (at least one).
+   * @throws IdQuotaError when the requester is not a context of this tree, or no share on its way up has an ID left.
+   */
   private grantTo(requester: number, count: number): IdBlock {
-    const root = this.rootOf(requester);
-    if (root === undefined) throw new IdQuotaError(`context ${requester} was never given an ID by this master`);
-    const used = this.allotted.get(root) ?? 0;
-    if (used + count > SUBTREE_ID_QUOTA) {
-      const message = `the contexts under '${this.router.nameOf(root)}' (id ${root}) have used their quota of ${SUBTREE_ID_QUOTA} context IDs; context ${requester} may not have more`;
+    const chain = lineageOf(this.router, requester);
+    if (chain === undefined || this.ownerOf(requester) === undefined) {
+      throw new IdQuotaError(`context ${requester} was never given an ID by this master`);
+    }
+    const room = Math.min(count, this.shares.room(chain));
+    if (room < 1) {
+      const full = this.shares.shortfall(chain, 1);
+      const top = full?.contextId ?? (chain[chain.length - 1] as number);
+      const whose =
+        full === undefined || full.level === 0
+          ? `the contexts under '${this.router.nameOf(top)}' (id ${top}) have used their quota of ${SUBTREE_ID_QUOTA} context IDs`
+          : `'${this.router.nameOf(top)}' (id ${top}) and the contexts it started have used their share of ${full.share} context IDs (${Math.round(MEMBER_SHARE * 100)}% of what their parent's may have, so that one context cannot use up its parent's)`;
+      const message = `${whose}; context ${requester} may not have more`;
       this.router.warn('quota', `${this.router.name}: ${message}`);
       throw new IdQuotaError(message);
     }
-    this.allotted.set(root, used + count);
-    return this.grant(count, requester);
+    this.shares.take(chain, room);
+    return this.grant(room, requester);
   }
 
   private grant(count: number, owner: number): IdBlock {
