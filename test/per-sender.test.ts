@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { type Context, type LogRecord, ProtocolError, Router, type RouterWarning } from 'tendril';
 import { ADD_ROUTE, DEL_ROUTE, encode, FORWARD_LOG, ROUTE_PRESSURE } from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
-import { forgeConnectReplies } from './support/hostile.js';
+import { claimIds, forgeConnectReplies } from './support/hostile.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
 
@@ -206,47 +206,6 @@ async function drainIds(most: number): Promise<{ granted: number; blocks: [numbe
   return { granted, blocks, refusal: '' };
 }
 
-/**
- * Shipped (self-contained): takes `count` context IDs from the master, 1000
- * at a time, and announces each to this context's parent as a child of its own
- * (ADD_ROUTE), as an intermediate starting that many children would.
- */
-async function announceFakeChildren(count: number): Promise<number> {
-  const core = require('tendril:core') as {
-    contextRuntime(): {
-      router: {
-        id: number;
-        parentId: number;
-        send(message: unknown): void;
-        request(dst: number, handle: number, payload: Uint8Array): Promise<{ data: Uint8Array }>;
-      };
-    };
-    encode(value: unknown): Uint8Array;
-    decode(bytes: Uint8Array): unknown;
-    Message: new (header: object, data: Uint8Array) => unknown;
-    ADD_ROUTE: number;
-    ALLOCATE_ID: number;
-  };
-  const router = core.contextRuntime().router;
-  let announced = 0;
-  while (announced < count) {
-    const reply = await router.request(0, core.ALLOCATE_ID, core.encode(Math.min(1000, count - announced)));
-    const [status, block] = core.decode(reply.data) as [number, [number, number]];
-    if (status !== 0) throw new Error(`ALLOCATE_ID refused: ${JSON.stringify(block)}`);
-    for (let id = block[0]; id < block[1]; id++, announced++) {
-      router.send(
-        new core.Message(
-          { dst: router.parentId, src: router.id, auth: router.id, handle: core.ADD_ROUTE, replyTo: 0, flags: 0 },
-          core.encode([id, `fake-${id}`, router.id]),
-        ),
-      );
-    }
-  }
-  // A round trip to the master behind them: the announcements have arrived there.
-  await router.request(0, core.ALLOCATE_ID, core.encode(1));
-  return announced;
-}
-
 describe('what one member of a subtree can take from the rest of it', () => {
   let router: Router;
   before(() => {
@@ -272,7 +231,7 @@ describe('what one member of a subtree can take from the rest of it', () => {
     const parent = await router.local({ name: 'announcing-parent' });
     const grandchild = await router.local({ name: 'announcing-grandchild', via: parent });
     const refused = collect(router, 'bad-route');
-    assert.equal(await grandchild.call(announceFakeChildren, 65_536), 65_536);
+    assert.equal((await grandchild.call(claimIds, 65_536)).length, 65_536);
     assert.ok(refused.length > 0, 'the master refused some');
     const child = await router.local({ name: 'started-after-routes', via: parent });
     assert.equal(await child.call(() => 'started'), 'started');

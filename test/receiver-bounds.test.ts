@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ChannelError, type Context, Router, type RouterWarning, type Sender } from 'tendril';
 import { encode, Receiver } from '#dist/internal.js';
 import { heldAfterGc } from './support/heap.js';
+import { claimIds } from './support/hostile.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
 
@@ -431,46 +432,6 @@ describe('what the contexts behind one child make a receiver hold, together', { 
     await Promise.all([viewer.shutdown(), holder.shutdown()]);
   });
 });
-
-/**
- * Shipped to a child (self-contained): asks the master for `count` context
- * IDs and announces each to its parent as a child of its own (ADD_ROUTE),
- * as an intermediate starting children would. Returns the IDs.
- */
-async function claimIds(count: number): Promise<number[]> {
-  const core = require('tendril:core') as {
-    contextRuntime(): {
-      router: {
-        id: number;
-        parentId: number;
-        request(dst: number, handle: number, payload: Uint8Array): Promise<{ data: Uint8Array }>;
-        send(message: unknown): void;
-      };
-    };
-    encode(value: unknown): Uint8Array;
-    decode(bytes: Uint8Array): unknown;
-    Message: new (header: object, data: Uint8Array) => unknown;
-    ALLOCATE_ID: number;
-    ADD_ROUTE: number;
-  };
-  const router = core.contextRuntime().router;
-  const reply = await router.request(0, core.ALLOCATE_ID, core.encode(count));
-  const [status, block] = core.decode(reply.data) as [number, [number, number]];
-  if (status !== 0) throw new Error(`ALLOCATE_ID failed: ${JSON.stringify(block)}`);
-  const ids: number[] = [];
-  for (let id = block[0]; id < block[1]; id++) {
-    ids.push(id);
-    router.send(
-      new core.Message(
-        { dst: router.parentId, src: router.id, auth: router.id, handle: core.ADD_ROUTE, replyTo: 0, flags: 0 },
-        core.encode([id, `fake-${id}`, router.id]),
-      ),
-    );
-  }
-  // A round trip: the routes are in place once it is answered.
-  await router.request(0, core.ALLOCATE_ID, core.encode(1));
-  return ids;
-}
 
 describe('what a child makes a receiver in a sibling hold', { timeout: 180_000 }, () => {
   const maxHeldBytes = 16 * MiB;

@@ -147,3 +147,46 @@ export async function forgeConnectReplies(context: Context, forged: number): Pro
     };
   }, forged);
 }
+
+/**
+ * Shipped to a child (self-contained): asks the master for `count` context
+ * IDs (1000 at a time) and announces each to its parent as a child of its
+ * own (ADD_ROUTE), as an intermediate starting that many children would.
+ * Returns the IDs, routed once it returns.
+ */
+export async function claimIds(count: number): Promise<number[]> {
+  const core = require('tendril:core') as {
+    contextRuntime(): {
+      router: {
+        id: number;
+        parentId: number;
+        request(dst: number, handle: number, payload: Uint8Array): Promise<{ data: Uint8Array }>;
+        send(message: unknown): void;
+      };
+    };
+    encode(value: unknown): Uint8Array;
+    decode(bytes: Uint8Array): unknown;
+    Message: new (header: object, data: Uint8Array) => unknown;
+    ALLOCATE_ID: number;
+    ADD_ROUTE: number;
+  };
+  const router = core.contextRuntime().router;
+  const ids: number[] = [];
+  while (ids.length < count) {
+    const reply = await router.request(0, core.ALLOCATE_ID, core.encode(Math.min(1000, count - ids.length)));
+    const [status, block] = core.decode(reply.data) as [number, [number, number]];
+    if (status !== 0) throw new Error(`ALLOCATE_ID failed: ${JSON.stringify(block)}`);
+    for (let id = block[0]; id < block[1]; id++) {
+      ids.push(id);
+      router.send(
+        new core.Message(
+          { dst: router.parentId, src: router.id, auth: router.id, handle: core.ADD_ROUTE, replyTo: 0, flags: 0 },
+          core.encode([id, `fake-${id}`, router.id]),
+        ),
+      );
+    }
+  }
+  // A round trip to the master behind them: the routes are in place once it is answered.
+  await router.request(0, core.ALLOCATE_ID, core.encode(1));
+  return ids;
+}
