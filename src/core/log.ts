@@ -36,26 +36,47 @@ export function logger(namespace: string): Logger {
     const line = format.replace(/%([a-zA-Z%])/g, (directive, kind: string) => {
       if (kind === '%' || next >= args.length) return directive;
       const at = next++;
-      const shown = escapedArgument(args[at], kind === 'O');
+      const shown = escapedArgument(args[at], kind);
       if (shown === undefined) return directive;
       args[at] = shown;
       return '%s';
     });
     // Arguments past the directives, which util.format appends.
-    for (let at = next; at < args.length; at++) args[at] = escapedArgument(args[at], true) ?? args[at];
+    for (let at = next; at < args.length; at++) args[at] = escapedArgument(args[at], 'O') ?? args[at];
     log(line, ...args);
   };
   Object.defineProperty(escaped, 'enabled', { get: () => log.enabled, enumerable: true });
   return escaped as Logger;
 }
 
-/** A `debug` argument as escaped text; undefined for a number, boolean or other value that prints no text of its own. */
-function escapedArgument(value: unknown, lines: boolean): string | undefined {
+/** The `toString`s of built-in prototypes, which `%s` does not call (util.format inspects the object instead). */
+const BUILT_IN_TO_STRING: ReadonlySet<unknown> = new Set([
+  Object.prototype.toString,
+  Error.prototype.toString,
+  Array.prototype.toString,
+  Function.prototype.toString,
+  Date.prototype.toString,
+  RegExp.prototype.toString,
+]);
+
+/**
+ * A `debug` argument of directive `kind` (`s`, `o`, `O`...) as escaped
+ * text, as util.format would show it: `%s` of an object with a
+ * `toString` of its own (a Message) is that text, any other object is
+ * inspected (on one line but for `%O`); undefined for a number, boolean
+ * or other value that prints no text of its own.
+ */
+function escapedArgument(value: unknown, kind: string): string | undefined {
   if (typeof value === 'string') return escapeTerminalText(value);
   if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return undefined;
+  const lines = kind === 'O';
   let text: string;
   try {
-    text = inspect(value, lines ? {} : { breakLength: Number.POSITIVE_INFINITY });
+    const own = (value as { toString?: unknown }).toString;
+    text =
+      kind === 's' && typeof own === 'function' && !BUILT_IN_TO_STRING.has(own)
+        ? String(value)
+        : inspect(value, lines ? {} : { breakLength: Number.POSITIVE_INFINITY });
   } catch {
     text = Object.prototype.toString.call(value);
   }
