@@ -11,7 +11,7 @@
 // sshd, with some accounts meant to fail (a wrong password, an account
 // that does not exist).
 import cliProgress from 'cli-progress';
-import { type FleetProgress, type PoolTarget, Router } from 'tendril';
+import { escapeTerminalText, type FleetProgress, type PoolTarget, Router } from 'tendril';
 
 const [where = process.env.FLEET_HOST, ...given] = process.argv.slice(2);
 const accounts = given.length > 0 ? given : (process.env.FLEET_ACCOUNTS ?? '').split(/\s+/).filter(Boolean);
@@ -57,7 +57,8 @@ try {
   for await (const outcome of fleet) {
     bars.log(
       outcome.ok
-        ? `ok    ${outcome.label}: ${outcome.value.user}, home ${outcome.value.home}, node ${outcome.value.node}\n`
+        ? // What a target returned is its own text: escaped, so it cannot drive the terminal.
+          `ok    ${outcome.label}: ${escapeTerminalText(`${outcome.value.user}, home ${outcome.value.home}, node ${outcome.value.node}`)}\n`
         : `fail  ${outcome.error.message}\n`,
     );
   }

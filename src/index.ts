@@ -80,6 +80,7 @@ export type { Selected } from './core/select.js';
 export { Select } from './core/select.js';
 export type { Sender, SenderOptions } from './core/sender.js';
 export type { Policy, RouterWarning } from './core/switch.js';
+export { escapeTerminalText, type TerminalTextOptions } from './core/terminal-text.js';
 export type { HighWaterMark } from './core/window.js';
 export type { RouterOptions, ViaOption } from './master/master-switch.js';
 export type { ModuleFilter, ModuleVerdict } from './master/module-files.js';

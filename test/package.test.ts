@@ -37,7 +37,7 @@ describe('package', () => {
     }
   });
 
-  test('the runtime exports are the documented values only: classes users construct, error classes, three functions', async () => {
+  test('the runtime exports are the documented values only: classes users construct, error classes, four functions', async () => {
     // Types (Context, Receiver, Command, Fleet, Listener...) are in etc/tendril.api.md; these are the values.
     const errors = Object.keys(tendril).filter((name) => name.endsWith('Error'));
     const others = Object.keys(tendril).filter((name) => !name.endsWith('Error'));
@@ -47,6 +47,7 @@ describe('package', () => {
       'Router',
       'Select',
       'describeTarget',
+      'escapeTerminalText',
       'joinListener',
       'serviceName',
     ]);

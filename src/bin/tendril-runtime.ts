@@ -11,6 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { RUNTIME_ARCHES, type RuntimeArch } from '../connection/runtime-types.js';
+import { escapeTerminalText, KEEP_NEWLINES } from '../core/terminal-text.js';
 import { DEFAULT_RUNTIME_VERSION } from '../master/runtime-provider.js';
 import { defaultRuntimeDirectory, RuntimeStore, type StoredRuntime } from '../master/runtime-store.js';
 
@@ -23,8 +24,20 @@ const USAGE = `Usage:
       list the runtimes in the store
 The store is the Router's nodeRuntime.directory: default ${defaultRuntimeDirectory()}.`;
 
+/**
+ * A runtime on one line. What it prints comes from package tarballs and
+ * the registry (a manifest's name, an error quoting npm): escaped for the
+ * terminal, as tendril escapes remote text.
+ */
 function describe(runtime: StoredRuntime): string {
-  return `${runtime.name}@${runtime.version}  ${(runtime.bytes / 1e6).toFixed(1)} MB  ${runtime.integrity.slice(0, 24)}...  ${runtime.path}`;
+  return escapeTerminalText(
+    `${runtime.name}@${runtime.version}  ${(runtime.bytes / 1e6).toFixed(1)} MB  ${runtime.integrity.slice(0, 24)}...  ${runtime.path}`,
+  );
+}
+
+/** An error's message for stderr, escaped likewise. */
+function problem(error: unknown): string {
+  return escapeTerminalText(String((error as Error)?.message ?? error), KEEP_NEWLINES);
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -32,7 +45,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     parsed = parse(argv);
   } catch (error) {
-    process.stderr.write(`tendril-runtime: ${(error as Error).message}\n${USAGE}\n`);
+    process.stderr.write(`tendril-runtime: ${problem(error)}\n${USAGE}\n`);
     return 2;
   }
   const { values, positionals } = parsed;
@@ -63,7 +76,7 @@ async function main(argv: string[]): Promise<number> {
     for (const runtime of await store.list()) process.stdout.write(`${describe(runtime)}\n`);
     return 0;
   }
-  process.stderr.write(`tendril-runtime: unknown command '${command}'\n${USAGE}\n`);
+  process.stderr.write(`tendril-runtime: unknown command '${escapeTerminalText(command)}'\n${USAGE}\n`);
   return 2;
 }
 
@@ -84,7 +97,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    process.stderr.write(`tendril-runtime: ${(error as Error).message}\n`);
+    process.stderr.write(`tendril-runtime: ${problem(error)}\n`);
     process.exitCode = 1;
   },
 );

@@ -5,12 +5,18 @@
  * `via` context arrives in the master as its own class.
  */
 import { registerRemoteErrors, TendrilError } from '../core/errors.js';
+import { escapeTerminalText, KEEP_NEWLINES } from '../core/terminal-text.js';
 
 /** Starting a child context failed before it reported itself ready. */
 export class BootstrapError extends TendrilError {
   /** Name the new context would have had. */
   readonly contextName: string;
-  /** The last lines the child process wrote to its diagnostic output. */
+  /**
+   * The last lines the child process wrote to its diagnostic output (a
+   * login banner, the tool's complaint), as the message quotes them:
+   * escaped for a terminal (`escapeTerminalText`, newlines kept), since the
+   * target writes what it likes there (a title change, a cursor move).
+   */
   readonly lastOutput: string;
 
   /**
@@ -20,16 +26,17 @@ export class BootstrapError extends TendrilError {
    * @param code the stable `code`; subclasses pass their own.
    */
   constructor(contextName: string, what: string, lastOutput: string | undefined, code = 'ERR_TENDRIL_BOOTSTRAP') {
+    const output = lastOutput === undefined ? '' : escapeTerminalText(lastOutput, KEEP_NEWLINES);
     // undefined: the failure happened before any process could write (authentication, host key, ...).
     const quoted =
       lastOutput === undefined
         ? ''
-        : lastOutput.trim()
-          ? `; its last output was:\n${indent(lastOutput.trim())}`
+        : output.trim()
+          ? `; its last output was:\n${indent(output.trim())}`
           : '; it wrote no output';
     super(`could not start context '${contextName}': ${what}${quoted}`, code);
     this.contextName = contextName;
-    this.lastOutput = lastOutput ?? '';
+    this.lastOutput = output;
   }
 }
 

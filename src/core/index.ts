@@ -64,6 +64,7 @@ export * from './switch.js';
 export * from './symbols.js';
 // The ownership rule of the caches kept on targets, for the runtime cache of the connection layer.
 export { closed, ownedAlone } from './target-code-cache.js';
+export * from './terminal-text.js';
 export * from './trust.js';
 export * from './warnings.js';
 export * from './window.js';

@@ -1,4 +1,5 @@
 import { RateLimit } from './rate-limit.js';
+import { escapeTerminalText, KEEP_NEWLINES } from './terminal-text.js';
 
 /** A refused or dropped message, reported through the router's `warning` event. */
 export interface RouterWarning {
@@ -9,7 +10,11 @@ export interface RouterWarning {
    * `'quota'` (a context asked for more IDs than its subtree may have).
    */
   code: 'forged-id' | 'policy' | 'bad-route' | 'handler' | 'module-refused' | 'flood' | 'quota';
-  /** What happened, naming the contexts involved. */
+  /**
+   * What happened, naming the contexts involved. Escaped for a terminal
+   * (`escapeTerminalText`, newlines kept): it quotes what children sent
+   * (a module they asked for, a handler's error), and is printed as it is.
+   */
   message: string;
 }
 
@@ -21,7 +26,7 @@ export class WarningLimits {
   private readonly limits = new Map<string, RateLimit>();
   private readonly reported = new Map<string, number>();
 
-  /** The text to report for `message` now, or undefined when it is left out. */
+  /** The text to report for `message` now, escaped for a terminal, or undefined when it is left out. */
   admit(code: RouterWarning['code'], message: string): string | undefined {
     let limit = this.limits.get(code);
     if (!limit) {
@@ -32,6 +37,7 @@ export class WarningLimits {
     if (!limit.take()) return undefined;
     const left = before - (this.reported.get(code) ?? 0);
     this.reported.set(code, before);
-    return left > 0 ? `${message} (and ${left} more like it not reported)` : message;
+    const text = escapeTerminalText(message, KEEP_NEWLINES);
+    return left > 0 ? `${text} (and ${left} more like it not reported)` : text;
   }
 }

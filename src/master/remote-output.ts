@@ -1,4 +1,5 @@
 import { Console } from 'node:console';
+import { escapeTerminalText } from '../core/terminal-text.js';
 
 /**
  * Printing what remote code writes on the master's terminal. The text comes
@@ -9,21 +10,12 @@ import { Console } from 'node:console';
  */
 
 /**
- * C0 controls but tab, DEL and the C1 controls (U+0080 to U+009F: some
- * terminals read U+009B as CSI). Written as escapes, not as themselves.
+ * `text` on one line with every character that could drive a terminal or
+ * disguise text written as an escape (`\x1b`, `\r`, `\n`, `\u202e`):
+ * `escapeTerminalText`, the one escaping of remote text for logs and errors alike.
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters it neutralises.
-const CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/g;
-
-/** `text` with every control character but tab written as an escape: `\r`, `\n`, else `\xHH` (ESC is `\x1b`). */
 export function neutralise(text: string): string {
-  return text.replace(CONTROL, escaped);
-}
-
-function escaped(char: string): string {
-  if (char === '\r') return '\\r';
-  if (char === '\n') return '\\n';
-  return `\\x${char.charCodeAt(0).toString(16).padStart(2, '0')}`;
+  return escapeTerminalText(text);
 }
 
 /**

@@ -1,5 +1,6 @@
 import { addExtension } from 'msgpackr';
 import { DecodeError, withoutStack } from '../errors.js';
+import { escapeTerminalText, KEEP_NEWLINES } from '../terminal-text.js';
 import { ERROR_EXTENSION } from './extension-types.js';
 
 /**
@@ -45,14 +46,17 @@ function readError(fields: unknown): Error {
   ) {
     throw new DecodeError('malformed Error: expected [name, message, cause] with a string name and message');
   }
-  return rebuildError(fields[0], fields[1], fields[2]);
+  // An error's text is printed with it (its stack starts with it): escaped, as a remote exception's is.
+  return rebuildError(escapeTerminalText(fields[0]), escapeTerminalText(fields[1], KEEP_NEWLINES), fields[2]);
 }
 
 /**
  * Errors travel as WireErrors (`prepare` turns each into one), so that
  * msgpackr's own Error extension is left alone. A decoded Error is always an
  * instance of Error or one of the built-in error classes; any other name is
- * kept as the `name` property of an Error.
+ * kept as the `name` property of an Error. Its name and message are made
+ * inert for a terminal (`escapeTerminalText`), as those of a remote
+ * exception are: a value received is often printed.
  */
 addExtension({ Class: WireError, type: ERROR_EXTENSION, write: (error: WireError) => error.fields, read: readError });
 

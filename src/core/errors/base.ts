@@ -6,6 +6,8 @@
  * the classes check that brand, as undici does.
  */
 
+import { escapeTerminalText, KEEP_NEWLINES } from '../terminal-text.js';
+
 /** Where an error keeps the names of the tendril classes it is an instance of. */
 const BRANDS: unique symbol = Symbol.for('tendril.errorBrands') as never;
 
@@ -63,7 +65,14 @@ export function withoutStack<E extends Error>(make: () => E): E {
   }
 }
 
-/** Base class of every error tendril throws on purpose. */
+/**
+ * Base class of every error tendril throws on purpose. Its message is made
+ * inert for a terminal (`escapeTerminalText`, newlines kept): a message
+ * quotes what other contexts sent (a remote exception, a command's stderr,
+ * a login banner, a name an intermediate chose), and whatever prints the
+ * error (`console.error`, an uncaught exception, `util.inspect`, a logger)
+ * prints that text as it is.
+ */
 export class TendrilError extends Error {
   /** Stable machine-readable code, e.g. `'ERR_TENDRIL_CALL'`. */
   readonly code: string;
@@ -75,12 +84,13 @@ export class TendrilError extends Error {
   }
 
   /**
-   * @param message what happened, where, and what to do.
+   * @param message what happened, where, and what to do; control and
+   *   format characters in it are escaped (`\x1b`, `\r`, `\u202e`).
    * @param code the stable `code`.
    * @param options `cause`: the underlying error, if any.
    */
   constructor(message: string, code: string, options?: { cause?: unknown }) {
-    super(message);
+    super(escapeTerminalText(message, KEEP_NEWLINES));
     // `cause` is assigned by hand: the two-argument Error constructor is
     // missing on the oldest Node a child may run.
     if (options && 'cause' in options) this.cause = options.cause;

@@ -1,3 +1,4 @@
+import { escapeTerminalText, KEEP_NEWLINES } from '../terminal-text.js';
 import { TendrilError } from './base.js';
 import { spreadFields } from './carried.js';
 
@@ -34,15 +35,22 @@ export interface RemoteErrorInfo {
  * The remote exception's class name, message, stack and data fields are
  * kept as fields, and its `cause` (when it had one) is a remote error
  * too; the local stack of this error shows where the call was made.
+ *
+ * The remote exception's text (`remoteName`, `remoteMessage`,
+ * `remoteStack`, `remoteCode`, and the message built of them) is made
+ * inert for a terminal (`escapeTerminalText`: ESC is written `\x1b`, a
+ * bidi override `\u202e`; newlines are kept in the message and stack, not
+ * in the name and code), so printing the error cannot drive the terminal.
+ * Its data fields (`remoteFields`) are kept as they were sent.
  */
 export class CallError extends TendrilError {
-  /** Class name of the remote exception, e.g. `'TypeError'`. */
+  /** Class name of the remote exception, e.g. `'TypeError'`; escaped, on one line. */
   readonly remoteName: string;
-  /** Message of the remote exception. */
+  /** Message of the remote exception, escaped (newlines kept). */
   readonly remoteMessage: string;
-  /** Stack trace of the remote exception, as text. */
+  /** Stack trace of the remote exception, as text, escaped (newlines kept). */
   readonly remoteStack: string;
-  /** The remote exception's `code` property, when it was a string. */
+  /** The remote exception's `code` property, when it was a string; escaped, on one line. */
   readonly remoteCode: string | undefined;
   /**
    * The remote exception's own data fields, by name (frozen; empty when it
@@ -54,7 +62,11 @@ export class CallError extends TendrilError {
    * those past 64 fields or 64 KiB, is left out. Each field is also an own
    * property of this error (`error.status`), unless its name is one the
    * error already has (`message`, `code`, `contextName`, `toString`...),
-   * `cause` or `then`: those are only here.
+   * `cause` or `then`: those are only here. Kept as they were sent (not
+   * escaped): they are the remote code's data, like a call's return
+   * value; `util.inspect` (so `console.error(error)`) shows their strings
+   * quoted, with control characters escaped, but a program printing them
+   * itself escapes them first (`escapeTerminalText`).
    */
   readonly remoteFields: Readonly<Record<string, unknown>>;
   /** Name of the context the exception was raised in. */
@@ -70,11 +82,13 @@ export class CallError extends TendrilError {
    * @param contextId ID of that context.
    */
   constructor(info: RemoteErrorInfo, contextName: string, contextId: number) {
-    super(`${info.name}: ${info.message} (raised in context '${contextName}', id ${contextId})`, 'ERR_TENDRIL_CALL');
-    this.remoteName = info.name;
-    this.remoteMessage = info.message;
-    this.remoteStack = info.stack;
-    this.remoteCode = info.code;
+    const name = escapeTerminalText(info.name);
+    const message = escapeTerminalText(info.message, KEEP_NEWLINES);
+    super(`${name}: ${message} (raised in context '${contextName}', id ${contextId})`, 'ERR_TENDRIL_CALL');
+    this.remoteName = name;
+    this.remoteMessage = message;
+    this.remoteStack = escapeTerminalText(info.stack, KEEP_NEWLINES);
+    this.remoteCode = info.code === undefined ? undefined : escapeTerminalText(info.code);
     this.contextName = contextName;
     this.contextId = contextId;
     this.remoteFields = spreadFields(this, info.fields);

@@ -1,3 +1,4 @@
+import { escapeTerminalText, KEEP_NEWLINES } from '../terminal-text.js';
 import { TendrilError } from './base.js';
 
 /**
@@ -11,7 +12,11 @@ export class ChannelError extends TendrilError {
   readonly contextName: string;
   /** ID of the context that could not be reached. */
   readonly contextId: number;
-  /** Why delivery failed, e.g. `'no route to context 7'`. */
+  /**
+   * Why delivery failed, e.g. `'no route to context 7'`; escaped for a
+   * terminal (`escapeTerminalText`), as the message is: it may quote what
+   * an intermediate said of a context it lost.
+   */
   readonly reason: string;
 
   /**
@@ -24,7 +29,7 @@ export class ChannelError extends TendrilError {
     super(`context '${contextName}' (id ${contextId}) is unreachable: ${reason}`, code);
     this.contextName = contextName;
     this.contextId = contextId;
-    this.reason = reason;
+    this.reason = escapeTerminalText(reason, KEEP_NEWLINES);
   }
 }
 

@@ -1,3 +1,4 @@
+import { escapeTerminalText, KEEP_NEWLINES } from '../terminal-text.js';
 import { brand, TendrilError } from './base.js';
 import { CallError, type RemoteErrorInfo, TimeoutError } from './call.js';
 import {
@@ -29,7 +30,11 @@ import { CapturedVariableError, UnsupportedValueError } from './values.js';
  * deep), any other one as its value when that is of a type a field may
  * hold. The remote side's data is only ever copied into plain fields,
  * within the bounds of carried.ts: no class other than tendril's own is
- * instantiated, and nothing can replace a method or a prototype.
+ * instantiated, and nothing can replace a method or a prototype. Its
+ * text (name, message, stack, code, and the string fields of a tendril
+ * class) is made inert for a terminal here, where it is received
+ * (`escapeTerminalText`), so every printer of the error is safe; the data
+ * fields of an exception that is not tendril's own stay as they were sent.
  * @param info the exception as it travelled (untrusted: anything at all).
  * @param contextName the context it came from.
  * @param contextId its ID.
@@ -42,13 +47,15 @@ export function remoteError(info: RemoteErrorInfo, contextName: string, contextI
 function revive(info: unknown, contextName: string, contextId: number, depth: number, budget: FieldBudget): Error {
   const travelled: Partial<Record<keyof RemoteErrorInfo, unknown>> = isRecord(info) ? info : {};
   const safe: RemoteErrorInfo = {
-    name: typeof travelled.name === 'string' ? travelled.name : 'Error',
+    name: typeof travelled.name === 'string' ? escapeTerminalText(travelled.name) : 'Error',
     // Anything else came from a context that does not follow the protocol; String() of it could even throw.
     message:
-      typeof travelled.message === 'string' ? travelled.message : 'a malformed error (its message is not a string)',
-    stack: typeof travelled.stack === 'string' ? travelled.stack : '',
+      typeof travelled.message === 'string'
+        ? escapeTerminalText(travelled.message, KEEP_NEWLINES)
+        : 'a malformed error (its message is not a string)',
+    stack: typeof travelled.stack === 'string' ? escapeTerminalText(travelled.stack, KEEP_NEWLINES) : '',
   };
-  if (typeof travelled.code === 'string') safe.code = travelled.code;
+  if (typeof travelled.code === 'string') safe.code = escapeTerminalText(travelled.code);
   // biome-ignore lint/suspicious/noPrototypeBuiltins: Object.hasOwn is missing on the Node 12 to 16.8 a child may run.
   const Class = Object.prototype.hasOwnProperty.call(REVIVABLE, safe.name) ? REVIVABLE[safe.name] : undefined;
   const fields = isRecord(travelled.fields) ? travelled.fields : undefined;
@@ -87,7 +94,7 @@ function rebuild(
   define(error, 'message', safe.message, false);
   for (const key of Object.keys(fields).slice(0, MAX_FIELDS)) {
     const value = fields[key];
-    if (isField(key, value)) define(error, key, value, true);
+    if (isField(key, value)) define(error, key, inert(value), true);
   }
   if (safe.code !== undefined) define(error, 'code', safe.code, true);
   define(error, 'name', safe.name, false);
@@ -103,6 +110,17 @@ function rebuild(
     define(error, 'remoteFields', spreadFields(error, carriedFields(fields.remoteFields, budget)), true);
   }
   return error;
+}
+
+/**
+ * A declared field's value with its text escaped for a terminal: these
+ * fields name and describe (`contextName`, `reason`, `lastOutput`,
+ * `remoteMessage`...), as the message does.
+ */
+function inert(value: unknown): unknown {
+  if (typeof value === 'string') return escapeTerminalText(value, KEEP_NEWLINES);
+  if (Array.isArray(value)) return value.map((item: string) => escapeTerminalText(item, KEEP_NEWLINES));
+  return value;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -1,3 +1,4 @@
+import { escapeTerminalText, KEEP_NEWLINES } from '../terminal-text.js';
 import { brand, isBranded } from './base.js';
 
 /**
@@ -17,8 +18,12 @@ export class UnsupportedValueError extends TypeError {
    * @param what the offending value, described.
    */
   constructor(path: string, what: string) {
+    // The path names keys of the value, which may be data another context sent: escaped, as TendrilError's messages are.
     super(
-      `cannot send ${what} at ${path}: only null, undefined, booleans, numbers, bigints, strings, Buffers and typed arrays, arrays, plain objects, Maps, Sets, Dates, RegExps and Errors can be sent`,
+      escapeTerminalText(
+        `cannot send ${what} at ${path}: only null, undefined, booleans, numbers, bigints, strings, Buffers and typed arrays, arrays, plain objects, Maps, Sets, Dates, RegExps and Errors can be sent`,
+        KEEP_NEWLINES,
+      ),
     );
     this.name = 'UnsupportedValueError';
     this.path = path;
@@ -51,7 +56,10 @@ export class CapturedVariableError extends TypeError {
   constructor(names: string[], what: string, contextName: string) {
     const list = names.map((name) => `'${name}'`).join(', ');
     super(
-      `cannot run ${what} in context '${contextName}': it uses ${list} from the scope it was written in, which will not exist there. Functions travel as source text, so pass values as arguments (context.call((${names.join(', ')}) => ..., ${names.join(', ')})), load modules with require() or import() inside the function, and write globals of the target as globalThis.${names[0]}`,
+      escapeTerminalText(
+        `cannot run ${what} in context '${contextName}': it uses ${list} from the scope it was written in, which will not exist there. Functions travel as source text, so pass values as arguments (context.call((${names.join(', ')}) => ..., ${names.join(', ')})), load modules with require() or import() inside the function, and write globals of the target as globalThis.${names[0]}`,
+        KEEP_NEWLINES,
+      ),
     );
     this.name = 'CapturedVariableError';
     this.names = names;

@@ -1,4 +1,4 @@
-import { contextId, integer, MAX_NAME_LENGTH, record, string } from './check.js';
+import { contextId, integer, MAX_NAME_LENGTH, record, shownString } from './check.js';
 import { BOOT } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
@@ -46,17 +46,21 @@ export interface ReadyInfo {
   arch: string;
 }
 
-/** A decoded ReadyInfo, checked field by field (it comes from the new context). */
+/**
+ * A decoded ReadyInfo, checked field by field (it comes from the new
+ * context, or from the intermediate that started it, which names it); its
+ * text escaped for a terminal, since names and host names are printed.
+ */
 export function readyInfo(value: unknown): ReadyInfo {
   const info = record(value, 'ready info');
   return {
     id: contextId(info.id, 'id'),
-    name: string(info.name, 'name', MAX_NAME_LENGTH),
+    name: shownString(info.name, 'name', MAX_NAME_LENGTH),
     pid: integer(info.pid, 'pid', 0, 0x7fffffff),
-    nodeVersion: string(info.nodeVersion, 'nodeVersion', 64),
-    hostname: string(info.hostname, 'hostname', MAX_NAME_LENGTH),
-    platform: string(info.platform, 'platform', 64),
-    arch: string(info.arch, 'arch', 64),
+    nodeVersion: shownString(info.nodeVersion, 'nodeVersion', 64),
+    hostname: shownString(info.hostname, 'hostname', MAX_NAME_LENGTH),
+    platform: shownString(info.platform, 'platform', 64),
+    arch: shownString(info.arch, 'arch', 64),
   };
 }
 

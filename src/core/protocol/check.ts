@@ -5,6 +5,8 @@
  * the context that sent it.
  */
 
+import { escapeTerminalText } from '../terminal-text.js';
+
 /** What is wrong with a decoded request or reply. */
 export class Violation extends Error {
   /** @param what the field and what was wrong, e.g. `'count: not an integer'`. */
@@ -40,6 +42,17 @@ export function string(value: unknown, what: string, maxLength = MAX_NAME_LENGTH
   if (typeof value !== 'string') throw new Violation(`${what}: expected a string`);
   if (value.length > maxLength) throw new Violation(`${what}: longer than ${maxLength} characters`);
   return value;
+}
+
+/**
+ * `value` as a string of at most `maxLength` characters (counted before
+ * escaping) that names or describes something for people (a context's
+ * name, a host name, why a context went away), made inert for a terminal
+ * on one line (`escapeTerminalText`): every error, event and line that
+ * quotes it later is safe to print.
+ */
+export function shownString(value: unknown, what: string, maxLength = MAX_NAME_LENGTH): string {
+  return escapeTerminalText(string(value, what, maxLength));
 }
 
 /** `value` as an integer from `min` to `max` inclusive. */

@@ -1,6 +1,6 @@
 import { registerRemoteErrors, TendrilError } from '../errors.js';
 import { fromChildStream } from '../policy.js';
-import { contextId, MAX_TEXT_LENGTH, string, tuple } from './check.js';
+import { contextId, MAX_TEXT_LENGTH, shownString, tuple } from './check.js';
 import { ADD_ROUTE, DEL_ROUTE } from './handles.js';
 import type { HandleSpec } from './spec.js';
 
@@ -26,7 +26,8 @@ export const ADD_ROUTE_SPEC: HandleSpec<AddRoute, null> = {
   policy: fromChildStream,
   request(value) {
     const [id, name, parent] = tuple(value, 'request', 3);
-    return [contextId(id, 'contextId'), string(name, 'name'), contextId(parent, 'parent')];
+    // The name is the child's to choose and is printed (errors, log lines, events): escaped.
+    return [contextId(id, 'contextId'), shownString(name, 'name'), contextId(parent, 'parent')];
   },
 };
 
@@ -42,7 +43,7 @@ export const DEL_ROUTE_SPEC: HandleSpec<DelRoute, null> = {
   policy: fromChildStream,
   request(value) {
     const [id, reason] = tuple(value, 'request', 2);
-    return [contextId(id, 'contextId'), string(reason, 'reason', MAX_TEXT_LENGTH)];
+    return [contextId(id, 'contextId'), shownString(reason, 'reason', MAX_TEXT_LENGTH)];
   },
 };
 

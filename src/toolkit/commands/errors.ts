@@ -10,10 +10,17 @@ const QUOTED_OUTPUT = 2000;
  * output for its result than its child's `maxHeldBytes` account allows
  * (`cause` is then the `HeldBytesError`), or could not be started. Carries the whole result (its output included); the
  * message names the context and the command, says how it ended and quotes
- * the end of its stderr (else stdout).
+ * the end of its stderr (else stdout), escaped for a terminal as every
+ * tendril error's message is (`\x1b`, `\r`, `\u202e`: a command can write
+ * anything there). `result.stdout` and `result.stderr` are the output as
+ * the command wrote it, unescaped.
  */
 export class CommandError<T extends string | Buffer = string | Buffer> extends TendrilError {
-  /** Everything known about the run: output, exit code, signal, duration, flags. */
+  /**
+   * Everything known about the run: output, exit code, signal, duration,
+   * flags. Its output is raw, as the command wrote it (control characters
+   * included): escape it before printing it yourself (`escapeTerminalText`).
+   */
   readonly result: CommandResult<T>;
   /** The command, as `result.command`. */
   readonly command: string;

@@ -5,6 +5,7 @@
  * master as this class, with its code, path and context name.
  */
 import { registerRemoteErrors, TendrilError } from '../../core/errors.js';
+import { escapeTerminalText } from '../../core/terminal-text.js';
 
 /**
  * A file transfer (`copy`, `fetch`, a file stream, `router.copy`) failed.
@@ -24,7 +25,11 @@ import { registerRemoteErrors, TendrilError } from '../../core/errors.js';
  * name of a file that failed.
  */
 export class FileTransferError extends TendrilError {
-  /** The path the failure concerns, as the context that failed saw it. */
+  /**
+   * The path the failure concerns, as the context that failed saw it;
+   * escaped for a terminal on one line (`escapeTerminalText`), as in the
+   * message: it may be an entry name the sending side made up.
+   */
   readonly path: string;
   /** Name of the context where it failed. */
   readonly contextName: string;
@@ -36,8 +41,9 @@ export class FileTransferError extends TendrilError {
    * @param what what failed and why, e.g. `"cannot write: no space left on device"`.
    */
   constructor(code: string, contextName: string, path: string, what: string) {
-    super(`${what} (${code}; path '${path}' in context '${contextName}')`, code);
-    this.path = path;
+    const shown = escapeTerminalText(path);
+    super(`${what} (${code}; path '${shown}' in context '${contextName}')`, code);
+    this.path = shown;
     this.contextName = contextName;
   }
 }

@@ -5,6 +5,7 @@
 import { inspect } from 'node:util';
 import { InvalidOptionError } from '../../core/errors.js';
 import { integer, knownOptions, optionsObject } from '../../core/options.js';
+import { escapeTerminalText } from '../../core/terminal-text.js';
 import type { FleetError } from './errors.js';
 import type { FleetTarget } from './target.js';
 
@@ -115,7 +116,10 @@ export class FleetSummary<T = unknown, Target = FleetTarget> {
    * The report: counts and wall time, the median and slowest time per
    * target, then each failure (its error's first line, which starts with
    * the target's label) and the skipped targets, the first 20 of each;
-   * with `values`, first each success with its value.
+   * with `values`, first each success with its value. Labels, values and
+   * messages are escaped for a terminal, each on its one line
+   * (`escapeTerminalText`): what targets returned or threw cannot drive
+   * the terminal or add lines to the report.
    *
    * ```text
    * 50 targets in 1.31 s: 48 succeeded, 2 failed
@@ -130,7 +134,7 @@ export class FleetSummary<T = unknown, Target = FleetTarget> {
     const where = 'summary.format()';
     const given = optionsObject(options, where);
     knownOptions(given, FORMAT_OPTIONS, where);
-    const shown = integer(given.limit, 'limit', where, SHOWN, 0, Number.MAX_SAFE_INTEGER);
+    const limit = integer(given.limit, 'limit', where, SHOWN, 0, Number.MAX_SAFE_INTEGER);
     const { values } = given;
     if (values !== undefined && typeof values !== 'boolean' && typeof values !== 'function') {
       throw new InvalidOptionError('values', where, 'true, false or a function', values);
@@ -144,26 +148,26 @@ export class FleetSummary<T = unknown, Target = FleetTarget> {
     const slowest = timed[timed.length - 1];
     if (slowest) {
       const median = (timed[timed.length >> 1] as { durationMs: number }).durationMs;
-      lines.push(`time per target: median ${ms(median)}, slowest ${ms(slowest.durationMs)} (${slowest.label})`);
+      lines.push(`time per target: median ${ms(median)}, slowest ${ms(slowest.durationMs)} (${shown(slowest.label)})`);
     }
     if (values && this.succeeded.length > 0) {
       const show = typeof values === 'function' ? values : showValue;
       lines.push('succeeded:');
-      for (const success of this.succeeded.slice(0, shown)) {
-        lines.push(`  ${success.label}: ${show(success.value, success)}`);
+      for (const success of this.succeeded.slice(0, limit)) {
+        lines.push(`  ${shown(success.label)}: ${shown(show(success.value, success))}`);
       }
-      if (this.succeeded.length > shown) {
-        lines.push(`  ...and ${this.succeeded.length - shown} more (summary.succeeded)`);
+      if (this.succeeded.length > limit) {
+        lines.push(`  ...and ${this.succeeded.length - limit} more (summary.succeeded)`);
       }
     }
     if (this.failed.length > 0) {
       lines.push('failed:');
-      for (const { error } of this.failed.slice(0, shown)) lines.push(`  ${error.message.split('\n')[0]}`);
-      if (this.failed.length > shown) lines.push(`  ...and ${this.failed.length - shown} more (summary.failed)`);
+      for (const { error } of this.failed.slice(0, limit)) lines.push(`  ${shown(error.message.split('\n')[0])}`);
+      if (this.failed.length > limit) lines.push(`  ...and ${this.failed.length - limit} more (summary.failed)`);
     }
     if (this.skipped.length > 0) {
-      const labels = this.skipped.slice(0, shown).map((skip) => skip.label);
-      const more = this.skipped.length > shown ? ` and ${this.skipped.length - shown} more` : '';
+      const labels = this.skipped.slice(0, limit).map((skip) => shown(skip.label));
+      const more = this.skipped.length > limit ? ` and ${this.skipped.length - limit} more` : '';
       lines.push(`skipped (the fleet was stopped first): ${labels.join(', ')}${more}`);
     }
     return lines.join('\n');
@@ -176,6 +180,9 @@ export class FleetSummary<T = unknown, Target = FleetTarget> {
 }
 
 const ms = (value: number): string => `${Math.round(value)} ms`;
+
+/** Text of the report that comes from targets or the program: escaped, and kept to its line. */
+const shown = (text: string): string => escapeTerminalText(String(text));
 
 /** A value on one line, as `util.inspect` shows it, cut at `VALUE_TEXT` characters. */
 function showValue(value: unknown): string {

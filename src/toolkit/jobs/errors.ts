@@ -28,7 +28,10 @@ export type JobErrorCode =
  * A job could not be started, found or read, or (from `result()`) did not
  * succeed. The message names the job, the context and what to do; `code`
  * says which (see `JobErrorCode`); `status` is the job's status where it
- * was read, and `result` a command job's output and exit status.
+ * was read, and `result` a command job's output and exit status. The
+ * message is escaped for a terminal, as every tendril error's is (it
+ * quotes the job's stderr and what the target recorded); `status` and
+ * `result` are as the context reported them, unescaped.
  */
 export class JobError extends TendrilError {
   /** Which kind of failure (see `JobErrorCode`). */
