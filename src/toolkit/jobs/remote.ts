@@ -12,6 +12,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { callOrigin } from '../../core/call-base.js';
 import { decode, encode } from '../../core/codec.js';
 import { type ModuleUse, TOOLKIT_MODULE_ID } from '../../core/importer.js';
+import { openRegularFile, readRange, readRegularFile } from '../../core/regular-file.js';
 import { contextRuntime } from '../../core/runtime.js';
 import type { Sender } from '../../core/sender.js';
 import { killGroup } from '../process-groups.js';
@@ -130,7 +131,7 @@ export async function jobStart(spec: JobSpec): Promise<Record<string, unknown>> 
  * on in a session of its own; waits for it to say the job runs.
  */
 function launch(directory: string, coreSource: Uint8Array): Promise<void> {
-  const log = fs.openSync(join(directory, SUPERVISOR_LOG), 'a', 0o600);
+  const log = openRegularFile(join(directory, SUPERVISOR_LOG), { append: true }).fd;
   let child: ReturnType<typeof spawn>;
   try {
     child = spawn(
@@ -156,12 +157,7 @@ function launch(directory: string, coreSource: Uint8Array): Promise<void> {
         resolve();
         return;
       }
-      let logged = '';
-      try {
-        logged = fs.readFileSync(join(directory, SUPERVISOR_LOG), 'utf8').slice(-2000).trim();
-      } catch {
-        // Nothing logged.
-      }
+      const logged = fileTail(join(directory, SUPERVISOR_LOG), 2000).trim();
       reject(new Error(`the job's supervisor failed to start it: ${why}${logged ? `\n${logged}` : ''}`));
     };
     said.on('data', (chunk: Buffer) => {
@@ -238,9 +234,14 @@ export async function jobResult(id: string, waitMs: number): Promise<JobOutcome>
   if (record.state !== 'succeeded' && record.state !== 'failed') return { status };
   let data: Buffer;
   try {
-    data = fs.readFileSync(join(directory, RESULT_FILE));
-  } catch {
-    return { status };
+    // No larger than a reply may be: a result file past that was not the worker's.
+    data = readRegularFile(join(directory, RESULT_FILE), { maxBytes: contextRuntime().router.maxMessageSize });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { status };
+    throw new JobLookupError(
+      `the result file of job ${id} cannot be read: ${(error as Error).message}`,
+      'ERR_TENDRIL_JOB_CORRUPT',
+    );
   }
   let value: unknown;
   try {
@@ -259,25 +260,26 @@ const MAX_RESULT_WAIT = 60_000;
 
 /** The output kept in a job's file: its last `limit` bytes, read as such (the file may hold twice that). */
 function keptOutput(directory: string, name: string, limit: number): string {
-  let fd: number;
+  return fileTail(join(directory, name), limit);
+}
+
+/**
+ * The last `limit` bytes of the regular file at `path` as text; empty
+ * when it is missing or is not a regular file (a FIFO is never waited on).
+ */
+function fileTail(path: string, limit: number): string {
+  let opened: ReturnType<typeof openRegularFile>;
   try {
-    fd = fs.openSync(join(directory, name), 'r');
+    opened = openRegularFile(path);
   } catch {
     return '';
   }
   try {
-    const size = fs.fstatSync(fd).size;
+    const { size } = opened.stats;
     const length = Math.min(size, limit);
-    const buffer = Buffer.alloc(length);
-    let read = 0;
-    while (read < length) {
-      const got = fs.readSync(fd, buffer, read, length - read, size - length + read);
-      if (got <= 0) break;
-      read += got;
-    }
-    return buffer.subarray(0, read).toString('utf8');
+    return readRange(opened.fd, size - length, length).toString('utf8');
   } finally {
-    fs.closeSync(fd);
+    fs.closeSync(opened.fd);
   }
 }
 
@@ -382,8 +384,10 @@ export async function jobOutput(id: string, sender: Sender<[number, string]>): P
     let behind = false;
     for (const stream of streams) {
       let fd: number;
+      let stats: fs.Stats;
       try {
-        fd = fs.openSync(join(directory, stream.name), 'r');
+        // Never blocks: another process of the account may have put a FIFO there.
+        ({ fd, stats } = openRegularFile(join(directory, stream.name)));
       } catch {
         continue;
       }
@@ -391,7 +395,6 @@ export async function jobOutput(id: string, sender: Sender<[number, string]>): P
         // Opened first, then the count read: a count newer than the file (its inode differs) is waited out,
         // unless the job has ended (a supervisor that died between the two never ends the mismatch).
         record = readRecord(directory);
-        const stats = fs.fstatSync(fd);
         const inode = record.inodes?.[stream.tag === JOB_STDOUT ? 'stdout' : 'stderr'];
         if (inode !== undefined && inode !== stats.ino && !ended && mismatches < MAX_MISMATCHES) {
           behind = true;
