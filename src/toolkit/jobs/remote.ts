@@ -10,6 +10,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { callOrigin } from '../../core/call-base.js';
+import { callSignal } from '../../core/call-signal.js';
 import { decode, encode } from '../../core/codec.js';
 import { type ModuleUse, TOOLKIT_MODULE_ID } from '../../core/importer.js';
 import { openRegularFile, readRange, readRegularFile } from '../../core/regular-file.js';
@@ -62,6 +63,8 @@ function jobs(): string {
 
 /** Starts a job as `spec` says and resolves with its status once its process runs. */
 export async function jobStart(spec: JobSpec): Promise<Record<string, unknown>> {
+  // The caller's signal (or timeout) stops the start: before anything is written, or by abandoning the job.
+  const signal = callSignal();
   const runtime = contextRuntime();
   const importer = runtime.importer;
   if (!importer) throw new Error('jobs are started in child contexts only');
@@ -79,6 +82,7 @@ export async function jobStart(spec: JobSpec): Promise<Record<string, unknown>> 
   }
   // Everything the job loads is here before it detaches: nobody serves modules to it afterwards.
   const modules = await importer.snapshot(uses);
+  if (signal.aborted) throw signal.reason;
   const id = newJobId();
   // Made whole under a name no reader takes for a job, then renamed: a failure here leaves no half job.
   const building = join(root, `.${id}.new`);
@@ -116,7 +120,7 @@ export async function jobStart(spec: JobSpec): Promise<Record<string, unknown>> 
     throw error;
   }
   try {
-    await launch(directory, runtime.coreSource.source);
+    await launch(directory, runtime.coreSource.source, signal);
   } catch (error) {
     // A supervisor that comes late must not start the job: the master was told it failed.
     abandon(directory);
@@ -130,7 +134,7 @@ export async function jobStart(spec: JobSpec): Promise<Record<string, unknown>> 
  * this context's child (its parent is gone before the job runs) and lives
  * on in a session of its own; waits for it to say the job runs.
  */
-function launch(directory: string, coreSource: Uint8Array): Promise<void> {
+function launch(directory: string, coreSource: Uint8Array, signal: AbortSignal): Promise<void> {
   const log = openRegularFile(join(directory, SUPERVISOR_LOG), { append: true }).fd;
   let child: ReturnType<typeof spawn>;
   try {
@@ -149,8 +153,10 @@ function launch(directory: string, coreSource: Uint8Array): Promise<void> {
     core.end(coreSource);
     let text = '';
     const timer = setTimeout(() => finish(`it did not say it runs within ${START_TIMEOUT} ms`), START_TIMEOUT);
+    const onAbort = () => finish('the caller stopped waiting for the start (its signal or timeout)');
     const finish = (why?: string) => {
       clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
       said.removeAllListeners();
       (said as unknown as { destroy(): void }).destroy();
       if (why === undefined) {
@@ -171,6 +177,8 @@ function launch(directory: string, coreSource: Uint8Array): Promise<void> {
       if (text !== STARTED) finish(text.replace(/^failed /, '').trim() || 'it exited before the job ran');
     });
     child.on('error', (error) => finish(`/bin/sh could not be run: ${error.message}`));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
   });
 }
 
@@ -215,10 +223,12 @@ export function jobList(): Record<string, unknown>[] {
  * endless poller here).
  */
 export async function jobResult(id: string, waitMs: number): Promise<JobOutcome> {
+  // A master that stopped waiting (its timeout, its signal) leaves nothing polling here.
+  const signal = callSignal();
   const directory = jobDirectory(jobs(), id);
   const deadline = Date.now() + Math.max(0, Math.min(Number(waitMs) || 0, MAX_RESULT_WAIT));
   let record = readRecord(directory);
-  while (!FINAL_STATES.has(record.state) && !isLost(record) && Date.now() < deadline) {
+  while (!FINAL_STATES.has(record.state) && !isLost(record) && Date.now() < deadline && !signal.aborted) {
     await delay(POLL_MS);
     record = readRecord(directory);
   }
@@ -292,6 +302,8 @@ function fileTail(path: string, limit: number): string {
  * still the process that was started.
  */
 export async function jobCancel(id: string): Promise<Record<string, unknown>> {
+  // A master that stopped waiting: the cancel goes on (the file and SIGTERM), the polling ends.
+  const signal = callSignal();
   const directory = jobDirectory(jobs(), id);
   let record = readRecord(directory);
   if (FINAL_STATES.has(record.state)) return statusOf(record, false);
@@ -307,6 +319,7 @@ export async function jobCancel(id: string): Promise<Record<string, unknown>> {
   for (;;) {
     record = readRecord(directory);
     if (FINAL_STATES.has(record.state) || isLost(record) || Date.now() > deadline) break;
+    if (signalled && signal.aborted) break;
     const supervisor = record.supervisor;
     // Until the supervisor has said who it is, it finds the file itself before it starts anything.
     if (!signalled && supervisor && sameProcess(supervisor.pid, supervisor.start, record.bootId)) {
@@ -371,13 +384,14 @@ export function jobRemove(id: string): void {
  * does not read slows only this.
  */
 export async function jobOutput(id: string, sender: Sender<[number, string]>): Promise<void> {
+  const signal = callSignal();
   const directory = jobDirectory(jobs(), id);
   const streams = [
     { tag: JOB_STDOUT, name: STDOUT_FILE, read: 0, decoder: new StringDecoder('utf8') },
     { tag: JOB_STDERR, name: STDERR_FILE, read: 0, decoder: new StringDecoder('utf8') },
   ];
   let mismatches = 0;
-  while (!sender.closed) {
+  while (!sender.closed && !signal.aborted) {
     let record = readRecord(directory);
     const ended = FINAL_STATES.has(record.state) || isLost(record);
     let any = false;
