@@ -171,4 +171,34 @@ describe('jobs against another process of the account and a hostile context', { 
       await liar.shutdown();
     }
   });
+
+  test('lines kept from output sent 32 MiB at a time hold their own characters, not the chunk', async () => {
+    const liar = await router.local({ name: 'jobs-big-chunks', env });
+    try {
+      await impersonate(
+        liar,
+        'jobOutput',
+        async (_id: string, sender: { send(value: unknown): Promise<void>; close(): void }) => {
+          for (let i = 0; i < 10; i++) {
+            await sender.send([1, `kept line number ${i}\n${'x'.repeat(32 * 1024 * 1024)}\n`]);
+          }
+          // Taken over from the dispatcher, which closes a call's Senders as it settles.
+          sender.close();
+        },
+      );
+      const base = heldAfterGc();
+      const kept: string[] = [];
+      for await (const { line } of liar.job('0123456789abcdef01234567').output()) {
+        if (line.startsWith('kept')) kept.push(line);
+      }
+      const held = heldAfterGc() - base;
+      assert.deepEqual(
+        kept,
+        Array.from({ length: 10 }, (_, i) => `kept line number ${i}`),
+      );
+      assert.ok(held < 16 * MiB, `10 short lines hold ${mib(held)}`);
+    } finally {
+      await liar.shutdown();
+    }
+  });
 });

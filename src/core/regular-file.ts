@@ -31,19 +31,26 @@ export class RegularFileError extends Error {
   readonly code: string;
   /** The path, as given. */
   readonly path: string;
+  /** What the path holds: `'fifo'`, `'directory'`, `'socket'`, `'device'`, `'other'`, or `'file'` (too large). */
+  readonly kind: FileKind;
 
   /**
    * @param path the path, as given.
-   * @param what what it is instead, e.g. `'a FIFO'`, or why it is refused.
+   * @param kind what it holds.
+   * @param what what it is instead, e.g. `'a FIFO, not a regular file'`, or why it is refused.
    * @param code `NOT_A_FILE` or `FILE_TOO_LARGE`.
    */
-  constructor(path: string, what: string, code: string = NOT_A_FILE) {
+  constructor(path: string, kind: FileKind, what: string, code: string = NOT_A_FILE) {
     super(`${path} is ${what}`);
     this.name = 'RegularFileError';
     this.code = code;
     this.path = path;
+    this.kind = kind;
   }
 }
+
+/** What a path holds, as `RegularFileError.kind` names it. */
+export type FileKind = 'file' | 'fifo' | 'directory' | 'socket' | 'device' | 'other';
 
 /** Options of `openRegularFile` and `readRegularFile`. */
 export interface RegularFileOptions {
@@ -66,13 +73,13 @@ const constants = fs.constants;
 const NONBLOCK = constants.O_NONBLOCK ?? 0;
 const NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 
-/** What `stats` are, for an error: `'a FIFO'`, `'a directory'`... */
-function kindOf(stats: fs.Stats): string {
-  if (stats.isFIFO()) return 'a FIFO, not a regular file';
-  if (stats.isDirectory()) return 'a directory, not a regular file';
-  if (stats.isSocket()) return 'a socket, not a regular file';
-  if (stats.isCharacterDevice() || stats.isBlockDevice()) return 'a device, not a regular file';
-  return 'not a regular file';
+/** What `stats` are, and how an error says it. */
+function kindOf(stats: fs.Stats): [FileKind, string] {
+  if (stats.isFIFO()) return ['fifo', 'a FIFO, not a regular file'];
+  if (stats.isDirectory()) return ['directory', 'a directory, not a regular file'];
+  if (stats.isSocket()) return ['socket', 'a socket, not a regular file'];
+  if (stats.isCharacterDevice() || stats.isBlockDevice()) return ['device', 'a device, not a regular file'];
+  return ['other', 'not a regular file'];
 }
 
 /**
@@ -97,7 +104,7 @@ export function openRegularFile(path: string, options: RegularFileOptions = {}):
   }
   if (!stats.isFile()) {
     fs.closeSync(fd);
-    throw new RegularFileError(path, kindOf(stats));
+    throw new RegularFileError(path, ...kindOf(stats));
   }
   return { fd, stats };
 }
@@ -131,7 +138,7 @@ export function readRegularFile(path: string, options: RegularFileOptions & { ma
   try {
     const limit = options.maxBytes ?? Number.MAX_SAFE_INTEGER;
     if (stats.size > limit) {
-      throw new RegularFileError(path, `${stats.size} bytes, more than the ${limit} accepted`, FILE_TOO_LARGE);
+      throw new RegularFileError(path, 'file', `${stats.size} bytes, more than the ${limit} accepted`, FILE_TOO_LARGE);
     }
     // As large as fstat said: what is appended meanwhile is the next reader's.
     return readRange(fd, 0, stats.size);

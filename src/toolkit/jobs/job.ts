@@ -11,6 +11,7 @@ import {
   routerOf,
 } from '../../core/context.js';
 import { CallError, type RemoteErrorInfo, remoteError, TimeoutError } from '../../core/errors.js';
+import { ownString } from '../../core/own-copy.js';
 import { Receiver } from '../../core/receiver.js';
 import { Cancellation } from '../cancellation.js';
 import { type CommandJobResult, JobError, type JobErrorCode } from './errors.js';
@@ -46,6 +47,11 @@ const JOB_ERROR_CODES: ReadonlySet<string> = new Set([
 
 /** Longest line `output()` holds before yielding it in parts, in characters. */
 const MAX_LINE = 1024 * 1024;
+/**
+ * Most text whose lines `output()` yields as views of it, in characters:
+ * a context sends 256 KiB at a time, after at most `MAX_LINE` held back.
+ */
+const MAX_VIEWED_TEXT = 2 * MAX_LINE;
 
 /**
  * A job: work started on a target in a process of its own that outlives
@@ -201,14 +207,18 @@ export class Job<T = unknown> {
           throw this.malformed('output that is not [stream, text]');
         }
         const index = value[0] === JOB_STDOUT ? 0 : 1;
-        const lines = `${partial[index]}${value[1]}`.split('\n');
+        const text = `${partial[index]}${value[1]}`;
+        // Lines are views of the text they are split from: from more text than an honest context sends at
+        // once, each is copied, so that a line the program keeps holds its own characters, not all of it.
+        const own = text.length > MAX_VIEWED_TEXT ? ownString : (line: string) => line;
+        const lines = text.split('\n');
         let rest = lines.pop() as string;
-        for (const line of lines) yield { stream: names[index], line };
+        for (const line of lines) yield { stream: names[index], line: own(line) };
         while (rest.length > MAX_LINE) {
-          yield { stream: names[index], line: rest.slice(0, MAX_LINE) };
+          yield { stream: names[index], line: own(rest.slice(0, MAX_LINE)) };
           rest = rest.slice(MAX_LINE);
         }
-        partial[index] = rest;
+        partial[index] = own(rest);
       }
       if (cancel?.reason !== undefined) throw cancel.reason;
       await sending;
