@@ -95,7 +95,7 @@ export type { TemplateValue } from './toolkit/commands/template.js';
 export type { Context } from './toolkit/context.js';
 export { FileTransferError } from './toolkit/files/errors.js';
 export type { TransferProgress } from './toolkit/files/progress.js';
-export type { FileWriteStream, WriteStreamOptions } from './toolkit/files/streams.js';
+export type { FileWriteStream, ReadStreamOptions, WriteStreamOptions } from './toolkit/files/streams.js';
 export type { CopyOutcome, TransferOptions, TransferResult } from './toolkit/files/transfer.js';
 export { FleetError } from './toolkit/fleet/errors.js';
 export type {

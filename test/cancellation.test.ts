@@ -13,23 +13,14 @@ import { after, before, describe, test } from 'node:test';
 import { ConnectTimeoutError, type Context, joinListener, Router, Select, TimeoutError } from 'tendril';
 import { BOOT, CONNECT, encode, encodeFrame, FrameDecoder, Message } from '#dist/internal.js';
 import { silence } from './support/hostile.js';
-import { settledWithin } from './support/procs.js';
+import { settlement as settledFor } from './support/procs.js';
 
 /** Far longer than any bound under test: an operation still pending then never settles. */
 const HANG = 20_000;
 
-/**
- * How `operation` settled, and after how many ms; `'pending'` when it
- * had not after HANG ms (it would never have).
- */
-async function settlement(
-  operation: Promise<unknown>,
-): Promise<{ outcome: 'resolved' | 'rejected' | 'pending'; error?: unknown; ms: number }> {
-  const started = Date.now();
-  const settled = await settledWithin(operation, HANG);
-  const ms = Date.now() - started;
-  if (settled === 'pending') return { outcome: 'pending', ms };
-  return 'error' in settled ? { outcome: 'rejected', error: settled.error, ms } : { outcome: 'resolved', ms };
+/** How `operation` settled, and after how many ms (`'pending'` after HANG ms: it never would have). */
+function settlement(operation: Promise<unknown>): ReturnType<typeof settledFor> {
+  return settledFor(operation, HANG);
 }
 
 const never = () => new Promise<never>(() => undefined);

@@ -6,7 +6,14 @@
  */
 export type { CallExecOptions, CallExecResult } from '../core/call-exec.js';
 export type { CallThis } from '../core/call-signal.js';
-export type { CallOptions, ContextInfo, RemoteModule, ServiceCallOptions, ShutdownOptions } from '../core/context.js';
+export type {
+  CallOptions,
+  ContextInfo,
+  OperationOptions,
+  RemoteModule,
+  ServiceCallOptions,
+  ShutdownOptions,
+} from '../core/context.js';
 export type { ImporterStats } from '../core/importer.js';
 export type {
   RemoteService,

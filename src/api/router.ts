@@ -424,8 +424,9 @@ export class Router extends EventEmitter<RouterEvents> {
    * @returns one outcome per target, in order, like `Promise.allSettled`,
    *   each with its context; a failure is a `FileTransferError` naming
    *   its context (for a stalled intermediate, that context), or the
-   *   signal's reason for every target when it aborts (within
-   *   `STOP_GRACE`, 2 s, whatever the targets do).
+   *   signal's reason (or past `timeout`, a `TimeoutError`) for every
+   *   target when it aborts (within `STOP_GRACE`, 2 s, whatever the
+   *   targets do).
    * @throws InvalidOptionError for a bad argument.
    */
   copy(localPath: string, remotePath: string, contexts: Context[], options?: TransferOptions): Promise<CopyOutcome[]> {

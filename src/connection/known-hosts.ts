@@ -1,6 +1,7 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
+import { closeSync, mkdirSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { openRegularFile, readRegularFile } from '../core/regular-file.js';
 
 /**
  * OpenSSH known_hosts files: parsing, matching and recording, with
@@ -132,10 +133,17 @@ export function verifyHostKeyAs(entries: KnownHostEntry[], name: string, blob: B
   return { status: 'unknown' };
 }
 
-/** Reads a known_hosts file; a missing file is an empty one. Entries carry the file's path. */
+/**
+ * Reads a known_hosts file; a missing file (or `/dev/null`) is an empty
+ * one. Entries carry the file's path. A link is followed, as OpenSSH
+ * follows it; anything but a regular file (a FIFO would block this
+ * context for good) is refused.
+ */
 export function readKnownHosts(path: string): KnownHostEntry[] {
+  if (path === '/dev/null') return [];
   try {
-    return parseKnownHosts(readFileSync(path, 'utf8')).map((entry) => ({ ...entry, file: path }));
+    const text = readRegularFile(path, { follow: true }).toString('utf8');
+    return parseKnownHosts(text).map((entry) => ({ ...entry, file: path }));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw error;
@@ -158,8 +166,14 @@ export function hashHostName(name: string, salt: Buffer = randomBytes(20)): stri
  * @throws Error from the file system when the file cannot be written.
  */
 export function recordHostKey(path: string, name: string, blob: Buffer, hash = false): void {
+  // `UserKnownHostsFile /dev/null`: nothing is kept, as OpenSSH keeps nothing.
+  if (path === '/dev/null') return;
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  appendFileSync(path, `${hash ? hashHostName(name) : name} ${keyTypeOf(blob)} ${blob.toString('base64')}\n`, {
-    mode: 0o600,
-  });
+  // Appended to a regular file only (a link to one followed): a FIFO there would block this context for good.
+  const { fd } = openRegularFile(path, { append: true, follow: true, mode: 0o600 });
+  try {
+    writeSync(fd, `${hash ? hashHostName(name) : name} ${keyTypeOf(blob)} ${blob.toString('base64')}\n`);
+  } finally {
+    closeSync(fd);
+  }
 }

@@ -2,9 +2,10 @@
  * What one hop of an `ssh` connection authenticates with, in OpenSSH's
  * order: agent keys, identity files, keyboard-interactive, password.
  */
-import { readFileSync } from 'node:fs';
+
 import type { AnyAuthMethod, BaseAgent, ParsedKey } from 'ssh2';
 import { logger } from '../core/log.js';
+import { readRegularFile } from '../core/regular-file.js';
 import { BootstrapError, PasswordError } from './errors.js';
 import { fingerprint } from './known-hosts.js';
 import type { Session } from './method.js';
@@ -92,7 +93,7 @@ export async function prepareAuth(
     let data = identity.data;
     if (data === undefined) {
       try {
-        data = readFileSync(identity.path as string);
+        data = readIdentity(identity.path as string);
       } catch (error) {
         if (identity.explicit) {
           throw new BootstrapError(
@@ -213,7 +214,7 @@ function singleKeyAgent(lib: Ssh2, socket: string, key: ParsedKey): BaseAgent {
 function publicBlob(lib: Ssh2, identity: Identity): Buffer | undefined {
   if (identity.path !== undefined) {
     try {
-      const [, base64] = readFileSync(`${identity.path}.pub`, 'utf8').trim().split(/\s+/);
+      const [, base64] = readIdentity(`${identity.path}.pub`).toString('utf8').trim().split(/\s+/);
       if (base64) return Buffer.from(base64, 'base64');
     } catch {
       // No .pub beside it: look in the private key.
@@ -222,7 +223,7 @@ function publicBlob(lib: Ssh2, identity: Identity): Buffer | undefined {
   let data = identity.data;
   if (data === undefined) {
     try {
-      data = readFileSync(identity.path as string);
+      data = readIdentity(identity.path as string);
     } catch {
       return undefined;
     }
@@ -259,3 +260,15 @@ function embeddedPublicKey(text: string): Buffer | undefined {
     return undefined;
   }
 }
+
+/**
+ * An identity file's bytes: a regular file (a link to one is followed, as
+ * OpenSSH follows it), never a FIFO that would block this context for
+ * good, and no larger than a key can be.
+ */
+function readIdentity(path: string): Buffer {
+  return readRegularFile(path, { follow: true, maxBytes: MAX_IDENTITY_FILE });
+}
+
+/** Largest identity file read, in bytes: an RSA key of 16384 bits is under 13 KiB. */
+const MAX_IDENTITY_FILE = 1024 * 1024;

@@ -1,4 +1,5 @@
 import { dirname, join } from 'node:path';
+import { DEFAULT_SHUTDOWN_GRACE } from './broker.js';
 import { toPathOrSpecifier } from './call-base.js';
 import { callPreparationOf } from './call-preparation.js';
 import { encodePrepared, prepareValue } from './codec.js';
@@ -105,8 +106,23 @@ export interface CallOptions {
   fresh?: boolean;
 }
 
+/**
+ * How long the caller waits for an operation on a context, as Node's and
+ * execa's options say it: `moduleStats()`, `tmpdir()`, `jobs()` and a
+ * job's `status()`, `cancel()`, `remove()` and `output()`.
+ */
+export interface OperationOptions {
+  /**
+   * Reject with `TimeoutError` after this many milliseconds. Default: no
+   * limit (`moduleStats()`: 30000).
+   */
+  timeout?: number;
+  /** Reject with the signal's reason (an `AbortError` by default) when it aborts. */
+  signal?: AbortSignal;
+}
+
 /** Per-call options of `Context.callServiceWith` and `Context.service`. */
-export interface ServiceCallOptions {
+export interface ServiceCallOptions extends OperationOptions {
   /** Reject with `TimeoutError` after this many milliseconds. Default: no limit. */
   timeout?: number;
   /**
@@ -134,10 +150,18 @@ export interface ContextInfo {
 export interface ShutdownOptions {
   /**
    * Milliseconds to wait for a graceful exit before SIGTERM, and again
-   * before SIGKILL. Default 2000.
+   * before SIGKILL. Default 2000 (for a child of the master, the Router's
+   * `shutdownGrace`).
    */
   grace?: number;
 }
+
+/**
+ * How long past twice its grace a shutdown waits for the context's parent
+ * (an intermediate context) to say the context is gone, in ms: that parent
+ * sends SIGKILL after twice the grace, and then only reaps and replies.
+ */
+export const SHUTDOWN_MARGIN = 5000;
 
 /**
  * A handle on a context (a Node interpreter in the tree): call functions in
@@ -373,10 +397,21 @@ export class Context {
   /**
    * This context's module forwarding counters: round trips to its parent,
    * files received, and what it served its own children.
+   * @param options `timeout` (default 30000 ms) and `signal` of the wait.
    * @throws ChannelError when the context is unreachable.
+   * @throws TimeoutError past the timeout; the signal's reason when it aborts.
    */
-  moduleStats(): Promise<ImporterStats> {
-    return ask(this.router, this.id, MODULE_STATS_SPEC, null, { what: 'module stats' });
+  moduleStats(options: OperationOptions = {}): Promise<ImporterStats> {
+    try {
+      checkOperationOptions(options, 'context.moduleStats()');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return ask(this.router, this.id, MODULE_STATS_SPEC, null, {
+      what: 'module stats',
+      timeout: options.timeout,
+      signal: options.signal,
+    });
   }
 
   /** `send` for another context's `SEND_ISOLATED`: the prepared call, to this context. */
@@ -434,7 +469,8 @@ export class Context {
       what,
       ...(spec === CALL_FUNCTION_SPEC && {
         onStop: (replyTo: number, kind: 'timeout' | 'abort') => this.cancel(replyTo, kind, timeout),
-        timeoutAdvice: CALL_TIMEOUT_ADVICE,
+        // tendril's own remote halves stop on their signal: the advice is for a user's function.
+        ...(!toolkit && { timeoutAdvice: CALL_TIMEOUT_ADVICE }),
       }),
     });
     const leases = this.lease(references);
@@ -562,6 +598,13 @@ export class Context {
    * Resolves once it is gone; pending calls to it reject with
    * `ContextDisconnectedError`. Shutting down a context that is already
    * gone resolves at once.
+   *
+   * Whatever its parent does, this settles within twice the grace plus
+   * `SHUTDOWN_MARGIN` (5 s): when the parent is another context (an
+   * intermediate) that has not said the context is gone by then (it is
+   * hung, frozen or hostile), the context is treated as gone here all the
+   * same: pending calls to it reject with `ContextDisconnectedError`
+   * saying so, `disconnect` is emitted, and this resolves.
    */
   async shutdown(options: ShutdownOptions = {}): Promise<void> {
     const grace = milliseconds(
@@ -570,16 +613,27 @@ export class Context {
       'context.shutdown()',
       undefined,
     );
-    this.router.expectDeparture(this.id, 'it was shut down (context.shutdown())');
+    const why = 'it was shut down (context.shutdown())';
+    this.router.expectDeparture(this.id, why);
+    // This context's own broker stops its own children (signals, then SIGKILL): only another context can stall.
+    const bound =
+      this.parentId === this.router.id ? undefined : 2 * (grace ?? DEFAULT_SHUTDOWN_GRACE) + SHUTDOWN_MARGIN;
     try {
       await ask(
         this.router,
         this.parentId,
         STOP_CHILD_SPEC,
         [this.id, grace === undefined ? null : Math.round(grace)],
-        { what: 'shutdown' },
+        { what: 'shutdown', timeout: bound },
       );
     } catch (error) {
+      if (error instanceof TimeoutError && bound !== undefined) {
+        this.router.forgetRoute(
+          this.id,
+          `${why}; its parent '${this.router.nameOf(this.parentId)}' did not say it had stopped within ${bound} ms, so it is taken as gone (it may still run there)`,
+        );
+        return;
+      }
       // The parent itself went away: then so did this context.
       if (!(error instanceof ContextDisconnectedError)) throw error;
     }
@@ -627,19 +681,30 @@ export function routerOf(context: Context): MessageSwitch {
   return (context as unknown as { router: MessageSwitch }).router;
 }
 
-/** The options of a call (`CallOptions`), of a service call (`ServiceCallOptions`), of `shutdown` (`ShutdownOptions`). */
+/** The options of a call (`CallOptions`), of an operation or a service call (`OperationOptions`), of `shutdown` (`ShutdownOptions`). */
 const CALL_OPTIONS = new Set(['timeout', 'signal', 'base', 'isolate', 'fresh']);
-const SERVICE_CALL_OPTIONS = new Set(['timeout', 'signal']);
+const OPERATION_OPTIONS = new Set(['timeout', 'signal']);
 const SHUTDOWN_OPTIONS = new Set(['grace']);
+
+/**
+ * Checks the options of an operation on a context (`OperationOptions`):
+ * an object (or undefined) with at most a timeout in ms and an AbortSignal.
+ * @returns the options, as given (an empty object for undefined).
+ * @throws InvalidOptionError naming the bad option.
+ */
+export function checkOperationOptions(options: OperationOptions | undefined, where: string): OperationOptions {
+  const given = optionsObject(options, where, OPERATION_OPTIONS);
+  milliseconds(given.timeout, 'timeout', where, undefined);
+  abortSignal(given.signal, 'signal', where);
+  return given;
+}
 
 /**
  * Checks the options of a service call.
  * @throws InvalidOptionError naming the bad option.
  */
 function checkServiceCallOptions(options: ServiceCallOptions, where: string): void {
-  optionsObject(options, where, SERVICE_CALL_OPTIONS);
-  milliseconds(options.timeout, 'timeout', where, undefined);
-  abortSignal(options.signal, 'signal', where);
+  checkOperationOptions(options, where);
 }
 
 /**

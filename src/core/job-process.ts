@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { decode } from './codec.js';
 import { ModuleRequestError } from './errors.js';
 import { Importer, type ModuleSnapshot, TOOLKIT_MODULE_ID } from './importer.js';
+import { openRegularFile, readRange } from './regular-file.js';
 import { MessageSwitch } from './switch.js';
 import { closed, ownedAlone } from './target-code-cache.js';
 
@@ -46,12 +47,12 @@ export function bootJob(coreSource: Uint8Array, nativeRequire: NodeJS.Require, c
   const uid = process.geteuid?.() ?? 0;
   // The job's directory and request must be this account's alone, as the context made them.
   if (!closed(fs.lstatSync(directory), uid)) throw new Error(`${directory} is not a directory of this account's alone`);
-  const fd = fs.openSync(join(directory, 'request'), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  // A regular file, not a link, opened without blocking (a FIFO there is refused, not waited on).
+  const { fd, stats } = openRegularFile(join(directory, 'request'));
   let data: Buffer;
   try {
-    const stats = fs.fstatSync(fd);
-    if (!stats.isFile() || !ownedAlone(stats, uid)) throw new Error(`${directory}/request is not this account's alone`);
-    data = fs.readFileSync(fd);
+    if (!ownedAlone(stats, uid)) throw new Error(`${directory}/request is not this account's alone`);
+    data = readRange(fd, 0, stats.size);
   } finally {
     fs.closeSync(fd);
   }

@@ -162,6 +162,19 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     this.routes.expectDeparture(contextId, why);
   }
 
+  /**
+   * Takes `contextId` as gone, as if the stream it is reached through had
+   * closed: its route is deleted (and the deletion announced upward), what
+   * waits on it rejects with `ContextDisconnectedError` giving `reason`
+   * (in place of any `expectDeparture` reason), and `disconnect` is emitted. For a
+   * context whose parent did not confirm its stop in time (a shutdown past
+   * its bound): nothing more is sent to it, whatever that parent does.
+   */
+  forgetRoute(contextId: number, reason: string): void {
+    this.routes.expectDeparture(contextId, reason);
+    this.deleteRoute(contextId, reason);
+  }
+
   /** `expectDeparture` for every context this router reaches. */
   expectAllDepartures(why: string): void {
     this.routes.expectAllDepartures(why);

@@ -8,13 +8,26 @@
  * facade gives the master's switch.
  */
 import type { Readable } from 'node:stream';
-import { CALL_TOOLKIT, type CallOptions, Context as CoreContext, SEND_ISOLATED } from '../core/context.js';
+import {
+  CALL_TOOLKIT,
+  type CallOptions,
+  Context as CoreContext,
+  checkOperationOptions,
+  type OperationOptions,
+  SEND_ISOLATED,
+} from '../core/context.js';
 import type { CallPayload } from '../core/protocol/call-function.js';
 import type { Command } from './commands/command.js';
 import { type CommandTag, exec as execIn, tag as tagIn } from './commands/exec.js';
 import type { ExecOptions } from './commands/options.js';
 import type { TemplateValue } from './commands/template.js';
-import { createReadStream, createWriteStream, type FileWriteStream, type WriteStreamOptions } from './files/streams.js';
+import {
+  createReadStream,
+  createWriteStream,
+  type FileWriteStream,
+  type ReadStreamOptions,
+  type WriteStreamOptions,
+} from './files/streams.js';
 import { copy, fetch, type TransferOptions, type TransferResult } from './files/transfer.js';
 import { sendIsolated } from './isolation.js';
 import type { CommandJobResult } from './jobs/errors.js';
@@ -38,11 +51,24 @@ export class Context extends CoreContext {
    * there), shared by every call (code in the context gets it from
    * `thisContext().tmpdir()`), and removed when the context exits: at
    * shutdown, when the master goes away, on SIGTERM (not SIGKILL).
+   * @param options `timeout` (ms) and `signal` of the wait. Default: no limit.
    * @returns its absolute path on the target.
    * @throws CallError when it cannot be made there; ContextDisconnectedError when the context is gone.
+   * @throws TimeoutError past the timeout; the signal's reason when it aborts.
    */
-  tmpdir(): Promise<string> {
-    return this[CALL_TOOLKIT]('contextTmpdir', [], {}, 'tmpdir') as Promise<string>;
+  tmpdir(options: OperationOptions = {}): Promise<string> {
+    let given: OperationOptions;
+    try {
+      given = checkOperationOptions(options, 'context.tmpdir()');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this[CALL_TOOLKIT](
+      'contextTmpdir',
+      [],
+      { timeout: given.timeout, signal: given.signal },
+      'tmpdir',
+    ) as Promise<string>;
   }
 
   /** Sends a call prepared for this context to a fresh interpreter of its (`CallOptions.isolate`). */
@@ -128,12 +154,13 @@ export class Context extends CoreContext {
    * ```
    * @param localPath the file, directory or symlink on the master.
    * @param remotePath where it goes in this context (see above).
-   * @param options `preserve` (owner and group, when writing as root), `mode`, `onProgress`, `signal`.
+   * @param options `preserve` (owner and group, when writing as root), `mode`, `onProgress`, `signal`, `timeout`.
    * @throws FileTransferError naming the context and the path, with `code`
    *   `'ENOENT'`, `'EACCES'`, `'ENOSPC'`... or `'ERR_TENDRIL_HASH_MISMATCH'`.
    * @throws InvalidOptionError for a bad option; the signal's reason when
-   *   it aborts (once the context has removed its temporary file, or
-   *   `STOP_GRACE`, 2 s, later if it does not answer).
+   *   it aborts, `TimeoutError` past `timeout` (once the context has
+   *   removed its temporary file, or `STOP_GRACE`, 2 s, later if it does
+   *   not answer).
    */
   copy(localPath: string, remotePath: string, options?: TransferOptions): Promise<TransferResult> {
     return copy(this, localPath, remotePath, options);
@@ -186,9 +213,10 @@ export class Context extends CoreContext {
    * differ (or the file cannot be read), even if the context then keeps
    * its call open (`destroy()` waits for it `STOP_GRACE`, 2 s, at most).
    * @param path a regular file in this context (a symlink to one is followed there).
+   * @param options `signal`: destroys the stream when it aborts.
    */
-  createReadStream(path: string): Readable {
-    return createReadStream(this, path);
+  createReadStream(path: string, options?: ReadStreamOptions): Readable {
+    return createReadStream(this, path, options);
   }
 
   /**
@@ -199,7 +227,7 @@ export class Context extends CoreContext {
    * temporary file, or `STOP_GRACE` (2 s) later if it does not answer.
    * Its `result` gives the bytes and SHA-256 written once it has finished.
    * @param path the file to write (replaced if it exists).
-   * @param options `mode` (default `0o644`).
+   * @param options `mode` (default `0o644`); `signal`: destroys the stream when it aborts.
    */
   createWriteStream(path: string, options?: WriteStreamOptions): FileWriteStream {
     return createWriteStream(this, path, options);
@@ -219,7 +247,8 @@ export class Context extends CoreContext {
    * console.log(job.id); // give it to context.job(id) from a later program
    * ```
    * @param options `timeout` is required (ms, or `'none'`); `name`, `keep`,
-   *   `grace`, `maxOutput`, `cwd`, `env`, `preload`, `base`.
+   *   `grace`, `maxOutput`, `cwd`, `env`, `preload`, `base`; `signal` ends
+   *   the wait for the start (with `AbortSignal.timeout(ms)`, a time limit).
    * @returns the job's handle; `await job.result()` gives `fn`'s result.
    * @throws InvalidOptionError (as its rejection) for a bad or missing option.
    * @throws CapturedVariableError, UnsupportedValueError, TypeError as `call`
@@ -227,6 +256,8 @@ export class Context extends CoreContext {
    * @throws JobError `ERR_TENDRIL_JOB_START` when the job could not be
    *   started, `..._STATE_DIRECTORY` when the account has no safe place for
    *   its state.
+   * @throws the signal's reason when it aborts first (the context is told,
+   *   and a job it had not yet started never runs).
    */
   startJob<F extends AnyFunction>(
     options: FunctionJobOptions,
@@ -272,9 +303,11 @@ export class Context extends CoreContext {
    * Every job of this context's account on its target, with its status,
    * oldest first. Jobs past their `keep` are removed first. A job whose
    * state file cannot be read is listed as `lost`, with `error` saying why.
+   * @param options `timeout` (ms) and `signal` of the wait. Default: no limit.
    * @throws JobError `ERR_TENDRIL_JOB_STATE_DIRECTORY` when the account has no safe jobs directory.
+   * @throws TimeoutError past the timeout; the signal's reason when it aborts.
    */
-  jobs(): Promise<JobStatus[]> {
-    return jobsOf(this);
+  jobs(options: OperationOptions = {}): Promise<JobStatus[]> {
+    return jobsOf(this, options);
   }
 }

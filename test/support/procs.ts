@@ -79,3 +79,19 @@ export async function settledWithin<T>(
     stop.abort();
   }
 }
+
+/**
+ * How `operation` settled, and after how many ms; `'pending'` when it had
+ * not after `hang` ms (far longer than any bound under test: it never
+ * would have).
+ */
+export async function settlement(
+  operation: Promise<unknown>,
+  hang: number,
+): Promise<{ outcome: 'resolved' | 'rejected' | 'pending'; error?: unknown; ms: number }> {
+  const started = Date.now();
+  const settled = await settledWithin(operation, hang);
+  const ms = Date.now() - started;
+  if (settled === 'pending') return { outcome: 'pending', ms };
+  return 'error' in settled ? { outcome: 'rejected', error: settled.error, ms } : { outcome: 'resolved', ms };
+}

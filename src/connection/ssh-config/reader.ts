@@ -6,9 +6,10 @@
  * are passed over unchecked, so a config valid for OpenSSH never fails here
  * on a directive tendril has no use for.
  */
-import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
+import { closeSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
+import { openRegularFile, RegularFileError, readRange } from '../../core/regular-file.js';
 import { expandTilde, expandTokens } from './expand.js';
 import { glob } from './glob.js';
 import { evaluateMatch, type MatchState } from './match.js';
@@ -92,7 +93,8 @@ export class ConfigReader {
       text = readChecked(file, flags.checkPerm);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT' && !mustExist) return;
-      if ((error as NodeJS.ErrnoException).code === 'EISDIR') return;
+      // An Include's pattern may match a directory: skipped, as OpenSSH skips it.
+      if (error instanceof RegularFileError && error.kind === 'directory') return;
       throw error instanceof Error && (error as NodeJS.ErrnoException).code === undefined
         ? error
         : new Error(`cannot read the ssh config ${file}: ${(error as Error).message}`);
@@ -284,10 +286,12 @@ const FLAG: Record<string, boolean> = { yes: true, true: true, no: false, false:
 
 /** A config file's text; with `checkPerm`, refused as OpenSSH refuses it when others could have written it. */
 function readChecked(file: string, checkPerm: boolean): string {
-  const fd = openSync(file, 'r');
+  // `ssh -F /dev/null`'s way of asking for no config.
+  if (file === '/dev/null') return '';
+  // A regular file (a link to one is followed, as OpenSSH follows it); a FIFO there is refused, not waited on.
+  const { fd, stats: stat } = openRegularFile(file, { follow: true });
   try {
     if (checkPerm) {
-      const stat = fstatSync(fd);
       const uid = process.getuid?.();
       if (uid !== undefined && ((stat.uid !== 0 && stat.uid !== uid) || (stat.mode & 0o022) !== 0)) {
         throw new Error(
@@ -295,7 +299,7 @@ function readChecked(file: string, checkPerm: boolean): string {
         );
       }
     }
-    return readFileSync(fd, 'utf8');
+    return readRange(fd, 0, stat.size).toString('utf8');
   } finally {
     closeSync(fd);
   }

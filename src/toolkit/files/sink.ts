@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { type Holding, ITEM_OVERHEAD } from '../../core/holdings.js';
+import { ownHead } from '../../core/own-copy.js';
 import { currentUmask } from '../../core/process-state.js';
 import { FileTransferError, fileError } from './errors.js';
 import { hashInSlices } from './hashing.js';
@@ -450,7 +451,7 @@ class Sink {
           'ERR_TENDRIL_HASH_MISMATCH',
           this.contextName,
           path,
-          `the SHA-256 of the bytes written (${sha256}) is not that of the bytes read (${String(end.h).slice(0, 64)}); the file was not kept`,
+          `the SHA-256 of the bytes written (${sha256}) is not that of the bytes read (${ownHead(String(end.h), 64)}); the file was not kept`,
         );
       }
       try {

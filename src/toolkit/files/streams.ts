@@ -4,11 +4,11 @@
  * Readable) and the channel's credit window hold each other back.
  */
 import { createHash } from 'node:crypto';
-import { Readable, Writable } from 'node:stream';
+import { addAbortSignal, Readable, Writable } from 'node:stream';
 import { Channel } from '../../core/channel.js';
 import { CALL_TOOLKIT, type Context, routerOf } from '../../core/context.js';
 import { ChannelError, InvalidOptionError } from '../../core/errors.js';
-import { optionsObject } from '../../core/options.js';
+import { abortSignal, optionsObject } from '../../core/options.js';
 import { ABANDON, CALL_SETTLED } from '../../core/sender.js';
 import { Cancellation } from '../cancellation.js';
 import { FileTransferError } from './errors.js';
@@ -17,12 +17,36 @@ import { type Begin, type FileEnd, MAX_NAME, type Value } from './protocol.js';
 import type { RemoteSinkOptions } from './remote.js';
 
 /** The options `createWriteStream` takes (`WriteStreamOptions`). */
-const WRITE_STREAM_OPTIONS = new Set(['mode']);
+const WRITE_STREAM_OPTIONS = new Set(['mode', 'signal']);
+/** The options `createReadStream` takes (`ReadStreamOptions`). */
+const READ_STREAM_OPTIONS = new Set(['signal']);
+
+/** Options of `context.createReadStream()`. */
+export interface ReadStreamOptions {
+  /**
+   * Destroys the stream when it aborts, with an `AbortError` whose
+   * `cause` is the signal's reason, as Node's `fs.createReadStream`
+   * does. Default: none (`destroy()` ends it too).
+   */
+  signal?: AbortSignal;
+}
 
 /** Options of `context.createWriteStream()`. */
 export interface WriteStreamOptions {
   /** Permission bits of the file. Default 0o644. */
   mode?: number;
+  /**
+   * Destroys the stream when it aborts (nothing is left under the path),
+   * with an `AbortError` whose `cause` is the signal's reason, as Node's
+   * `fs.createWriteStream` does. Default: none (`destroy()` ends it too).
+   */
+  signal?: AbortSignal;
+}
+
+/** `stream`, destroyed when `signal` aborts (Node's own `signal` option of streams). */
+function abortable<S extends Readable | Writable>(stream: S, signal: AbortSignal | undefined): S {
+  if (signal) addAbortSignal(signal, stream);
+  return stream;
 }
 
 /**
@@ -45,7 +69,8 @@ function checkPath(path: unknown, where: string): string {
 export function createWriteStream(context: Context, path: string, options?: WriteStreamOptions): FileWriteStream {
   const where = 'context.createWriteStream()';
   checkPath(path, where);
-  const { mode = 0o644 } = optionsObject(options, where, WRITE_STREAM_OPTIONS);
+  const { mode = 0o644, signal } = optionsObject(options, where, WRITE_STREAM_OPTIONS);
+  abortSignal(signal, 'signal', where);
   if (!Number.isInteger(mode) || mode < 0 || mode > 0o7777) {
     throw new InvalidOptionError('mode', where, 'permission bits from 0 to 0o7777', mode);
   }
@@ -144,12 +169,15 @@ export function createWriteStream(context: Context, path: string, options?: Writ
     },
   }) as FileWriteStream;
   stream.result = undefined;
-  return stream;
+  return abortable(stream, signal);
 }
 
 /** `context.createReadStream()`. */
-export function createReadStream(context: Context, path: string): Readable {
-  checkPath(path, 'context.createReadStream()');
+export function createReadStream(context: Context, path: string, options?: ReadStreamOptions): Readable {
+  const where = 'context.createReadStream()';
+  checkPath(path, where);
+  const { signal } = optionsObject(options, where, READ_STREAM_OPTIONS);
+  abortSignal(signal, 'signal', where);
   const core = routerOf(context);
   const channel = new Channel<unknown, Value>(core);
   const what = `read stream of '${path}'`;
@@ -244,7 +272,7 @@ export function createReadStream(context: Context, path: string): Readable {
     }
   };
 
-  return new Readable({
+  const readable = new Readable({
     read() {
       pull(this).catch((error: unknown) => this.destroy(error as Error));
     },
@@ -257,4 +285,5 @@ export function createReadStream(context: Context, path: string): Readable {
       cancel.settle(call).then(done, done);
     },
   });
+  return abortable(readable, signal);
 }

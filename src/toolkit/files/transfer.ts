@@ -53,6 +53,13 @@ export interface TransferOptions {
    */
   signal?: AbortSignal;
   /**
+   * Stops the transfer after this many ms, as `signal` does, with a
+   * `TimeoutError` (for `router.copy()`, every target's outcome rejected
+   * with it). Default: no limit (`router.copy()` still fails a target
+   * that stalls: `stallTimeout`).
+   */
+  timeout?: number;
+  /**
    * `fetch()` only: take a directory (a tree), as `scp -r` and `cp -r`
    * ask. Default false: `fetch()` takes one regular file (a symlink at
    * `remotePath` is followed there, as `cp` and `scp` do); a directory
@@ -109,13 +116,23 @@ interface Checked {
   mode: number | undefined;
   onProgress: ((progress: TransferProgress) => void) | undefined;
   signal: AbortSignal | undefined;
+  timeout: number | undefined;
   recursive: boolean;
   merge: boolean;
   stallTimeout: number;
 }
 
 /** The options a transfer takes (`TransferOptions`). */
-const TRANSFER_OPTIONS = new Set(['preserve', 'mode', 'onProgress', 'signal', 'recursive', 'merge', 'stallTimeout']);
+const TRANSFER_OPTIONS = new Set([
+  'preserve',
+  'mode',
+  'onProgress',
+  'signal',
+  'timeout',
+  'recursive',
+  'merge',
+  'stallTimeout',
+]);
 
 function checkOptions(options: TransferOptions | undefined, where: string): Checked {
   const o = optionsObject(options, where);
@@ -137,9 +154,19 @@ function checkOptions(options: TransferOptions | undefined, where: string): Chec
     throw new InvalidOptionError('merge', where, 'a boolean', merge);
   }
   abortSignal(signal, 'signal', where);
+  const timeout = milliseconds(o.timeout, 'timeout', where, undefined);
   const stallTimeout = milliseconds(o.stallTimeout, 'stallTimeout', where, DEFAULT_STALL_TIMEOUT, 1);
   const owner = preserve === true || (typeof preserve === 'object' && preserve?.owner === true);
-  return { owner, mode, onProgress, signal, recursive: recursive === true, merge: merge === true, stallTimeout };
+  return {
+    owner,
+    mode,
+    onProgress,
+    signal,
+    timeout,
+    recursive: recursive === true,
+    merge: merge === true,
+    stallTimeout,
+  };
 }
 
 function checkPath(path: unknown, option: string, where: string): string {
@@ -241,7 +268,12 @@ export async function copy(
   const core = routerOf(context);
   const progress = new Progress(checked.onProgress);
   const what = `copy to '${remotePath}'`;
-  const cancel = new Cancellation({ signal: checked.signal, what, contextName: context.name });
+  const cancel = new Cancellation({
+    signal: checked.signal,
+    timeout: checked.timeout,
+    what,
+    contextName: context.name,
+  });
   const leg = new Leg<unknown>(core, context, 'filesReceive', [remotePath, sinkArgs(checked)], what, remotePath);
   // Past the grace, the context's answer is no longer waited for.
   const letGo = whenAborted(cancel.abandon, () => leg.abort(cancel.reason));
@@ -300,7 +332,12 @@ export async function fetch(
   const core = routerOf(context);
   const progress = new Progress(checked.onProgress);
   const what = `fetch of '${remotePath}'`;
-  const cancel = new Cancellation({ signal: checked.signal, what, contextName: context.name });
+  const cancel = new Cancellation({
+    signal: checked.signal,
+    timeout: checked.timeout,
+    what,
+    contextName: context.name,
+  });
   const channel = new Channel<unknown, Value>(core);
   // Closing this end tells the child (its sends fail) and ends the sink's input once what came is read.
   const stopReading = () => channel[CALL_SETTLED]();
@@ -398,7 +435,7 @@ export async function copyToMany(
   const sink = sinkArgs(checked);
   const what = `copy to '${remotePath}'`;
   const stall = checked.stallTimeout;
-  const cancel = new Cancellation({ signal: checked.signal, what, contextName: core.name });
+  const cancel = new Cancellation({ signal: checked.signal, timeout: checked.timeout, what, contextName: core.name });
   const legs: { leg: Leg<unknown>; targets: Context[]; direct: boolean }[] = [];
   for (const [parentId, targets] of groups) {
     if (parentId === core.id) {

@@ -3,9 +3,17 @@
  * comes, cancel and remove, each one call on the context's connection.
  * Made by `context.startJob()`, `context.execJob()` and `context.job(id)`.
  */
-import { CALL_TOOLKIT, type Context, routerOf } from '../../core/context.js';
+import {
+  CALL_TOOLKIT,
+  type Context,
+  checkOperationOptions,
+  type OperationOptions,
+  routerOf,
+} from '../../core/context.js';
 import { CallError, type RemoteErrorInfo, remoteError, TimeoutError } from '../../core/errors.js';
+import { ownString } from '../../core/own-copy.js';
 import { Receiver } from '../../core/receiver.js';
+import { Cancellation } from '../cancellation.js';
 import { type CommandJobResult, JobError, type JobErrorCode } from './errors.js';
 import { JOB_STDERR, JOB_STDOUT, type JobStatus, parseJobStatus } from './protocol.js';
 
@@ -18,17 +26,15 @@ export interface JobOutputLine {
 }
 
 /** Options of `job.result()`. */
-export interface JobWaitOptions {
+export interface JobWaitOptions extends OperationOptions {
   /** Stop waiting (the job runs on) after this many ms, with `TimeoutError`. Default: wait until it ends. */
   timeout?: number;
-  /** Stop waiting (the job runs on) when it aborts. */
+  /** Stop waiting (the job runs on) when it aborts, with its reason. */
   signal?: AbortSignal;
 }
 
 /** How long one `jobResult` call waits on the target before it answers with the status, in ms. */
 const RESULT_WAIT = 30_000;
-/** Time allowed for that answer to travel, on top of the wait, in ms. */
-const RESULT_WAIT_SLACK = 10_000;
 
 /** The codes a context may name in a refusal about a job (anything else stays a `CallError`). */
 const JOB_ERROR_CODES: ReadonlySet<string> = new Set([
@@ -41,6 +47,11 @@ const JOB_ERROR_CODES: ReadonlySet<string> = new Set([
 
 /** Longest line `output()` holds before yielding it in parts, in characters. */
 const MAX_LINE = 1024 * 1024;
+/**
+ * Most text whose lines `output()` yields as views of it, in characters:
+ * a context sends 256 KiB at a time, after at most `MAX_LINE` held back.
+ */
+const MAX_VIEWED_TEXT = 2 * MAX_LINE;
 
 /**
  * A job: work started on a target in a process of its own that outlives
@@ -63,11 +74,15 @@ export class Job<T = unknown> {
    * Where the job is: `state` (`running`, `succeeded`, `failed`,
    * `timed-out`, `cancelled`, or `lost` when its supervisor died without
    * saying), start and end times, PID, output sizes.
+   * @param options `timeout` (ms) and `signal` of the wait. Default: no limit.
    * @throws JobError `ERR_TENDRIL_JOB_NOT_FOUND` or `..._CORRUPT`.
    * @throws ContextDisconnectedError / ChannelError when the context is unreachable.
+   * @throws TimeoutError past the timeout; the signal's reason when it aborts.
    */
-  async status(): Promise<JobStatus> {
-    return this.checkedStatus(await this.ask('jobStatus', [this.id], {}));
+  status(options: OperationOptions = {}): Promise<JobStatus> {
+    return this.bounded(options, 'job.status()', `status of job ${this.id}`, async (signal) =>
+      this.checkedStatus(await this.ask('jobStatus', [this.id], signal)),
+    );
   }
 
   /**
@@ -80,19 +95,25 @@ export class Job<T = unknown> {
    *   `..._LOST`, `..._NOT_FOUND`, `..._CORRUPT`.
    * @throws TimeoutError / the signal's reason when the wait ends first.
    */
-  async result(options: JobWaitOptions = {}): Promise<T> {
-    const { timeout, signal } = options;
-    const deadline = timeout === undefined ? undefined : Date.now() + timeout;
+  result(options: JobWaitOptions = {}): Promise<T> {
+    return this.bounded(options, 'job.result()', `result of job ${this.id}`, (signal, deadline) =>
+      this.waitForResult(signal, deadline, options.timeout),
+    );
+  }
+
+  private async waitForResult(
+    signal: AbortSignal | undefined,
+    deadline: number | undefined,
+    timeout: number | undefined,
+  ): Promise<T> {
     let outcome: Record<string, unknown> | null;
     let status: JobStatus;
     // The context waits a while and answers with the status if the job still runs: ask again, until it ends.
+    // The caller's deadline ends the wait where it is (the ask's signal), not a round later.
     for (;;) {
       const left = deadline === undefined ? undefined : Math.max(0, deadline - Date.now());
       const wait = Math.min(RESULT_WAIT, left ?? RESULT_WAIT);
-      outcome = (await this.ask('jobResult', [this.id, wait], {
-        ...(left !== undefined && { timeout: left + RESULT_WAIT_SLACK }),
-        ...(signal && { signal }),
-      })) as Record<string, unknown> | null;
+      outcome = (await this.ask('jobResult', [this.id, wait], signal)) as Record<string, unknown> | null;
       if (typeof outcome !== 'object' || outcome === null) throw this.malformed('a result that is not an object');
       status = this.checkedStatus(outcome.status);
       if (status.state !== 'running' && status.state !== 'starting') break;
@@ -151,11 +172,27 @@ export class Job<T = unknown> {
    * `maxOutput`), then as it comes, ending once the job has ended. Under
    * flow control: while the loop does not ask for more, the context
    * stops reading the job's files. Breaking out of the loop stops it.
+   * @param options `timeout`: ms the whole following may take; `signal`:
+   *   ends it. Either ends the loop with its error (the job runs on).
+   *   Default: no limit.
    * @throws JobError `ERR_TENDRIL_JOB_NOT_FOUND`, `..._MALFORMED`.
+   * @throws TimeoutError past the timeout; the signal's reason when it aborts.
    */
-  async *output(): AsyncGenerator<JobOutputLine, void, undefined> {
+  async *output(options: OperationOptions = {}): AsyncGenerator<JobOutputLine, void, undefined> {
+    const given = checkOperationOptions(options, 'job.output()');
     const receiver = new Receiver<unknown>(routerOf(this.context));
-    const sending = this.ask('jobOutput', [this.id, receiver.toSender()], {});
+    const cancel =
+      given.timeout === undefined && given.signal === undefined
+        ? undefined
+        : new Cancellation({
+            ...given,
+            what: `output of job ${this.id}`,
+            contextName: this.context.name,
+            grace: 0,
+          });
+    // A stop ends the loop where it waits: the receiver closes, and the stop's reason is thrown below.
+    cancel?.onStop(() => receiver.close());
+    const sending = this.ask('jobOutput', [this.id, receiver.toSender()], cancel?.signal);
     sending.catch(() => {});
     const partial = ['', ''];
     const names = ['stdout', 'stderr'] as const;
@@ -170,18 +207,24 @@ export class Job<T = unknown> {
           throw this.malformed('output that is not [stream, text]');
         }
         const index = value[0] === JOB_STDOUT ? 0 : 1;
-        const lines = `${partial[index]}${value[1]}`.split('\n');
+        const text = `${partial[index]}${value[1]}`;
+        // Lines are views of the text they are split from: from more text than an honest context sends at
+        // once, each is copied, so that a line the program keeps holds its own characters, not all of it.
+        const own = text.length > MAX_VIEWED_TEXT ? ownString : (line: string) => line;
+        const lines = text.split('\n');
         let rest = lines.pop() as string;
-        for (const line of lines) yield { stream: names[index], line };
+        for (const line of lines) yield { stream: names[index], line: own(line) };
         while (rest.length > MAX_LINE) {
-          yield { stream: names[index], line: rest.slice(0, MAX_LINE) };
+          yield { stream: names[index], line: own(rest.slice(0, MAX_LINE)) };
           rest = rest.slice(MAX_LINE);
         }
-        partial[index] = rest;
+        partial[index] = own(rest);
       }
+      if (cancel?.reason !== undefined) throw cancel.reason;
       await sending;
       for (const index of [0, 1]) if (partial[index]) yield { stream: names[index], line: partial[index] as string };
     } finally {
+      cancel?.dispose();
       receiver.close();
     }
   }
@@ -189,19 +232,29 @@ export class Job<T = unknown> {
   /**
    * Cancels the job: its whole process group gets SIGTERM, then SIGKILL
    * after its `grace`. Resolves with its status once it has ended
-   * (`cancelled`, or how it ended if it already had).
+   * (`cancelled`, or how it ended if it already had), at most the job's
+   * grace and 10 s after the context got the cancel.
+   * @param options `timeout` (ms) and `signal` of the wait for it to have
+   *   ended: the cancel, once it reached the context, goes on. Default: no limit.
    * @throws JobError `ERR_TENDRIL_JOB_NOT_FOUND`, `..._CORRUPT`.
+   * @throws TimeoutError past the timeout; the signal's reason when it aborts.
    */
-  async cancel(): Promise<JobStatus> {
-    return this.checkedStatus(await this.ask('jobCancel', [this.id], {}));
+  cancel(options: OperationOptions = {}): Promise<JobStatus> {
+    return this.bounded(options, 'job.cancel()', `cancel of job ${this.id}`, async (signal) =>
+      this.checkedStatus(await this.ask('jobCancel', [this.id], signal)),
+    );
   }
 
   /**
    * Removes the job's directory (state, result, output) from the target.
+   * @param options `timeout` (ms) and `signal` of the wait. Default: no limit.
    * @throws JobError `ERR_TENDRIL_JOB_RUNNING` while it runs (cancel it first), `..._NOT_FOUND`.
+   * @throws TimeoutError past the timeout; the signal's reason when it aborts.
    */
-  async remove(): Promise<void> {
-    await this.ask('jobRemove', [this.id], {});
+  remove(options: OperationOptions = {}): Promise<void> {
+    return this.bounded(options, 'job.remove()', `removal of job ${this.id}`, async (signal) => {
+      await this.ask('jobRemove', [this.id], signal);
+    });
   }
 
   /** `'Job(<id>, <context name>)'`. */
@@ -209,9 +262,34 @@ export class Job<T = unknown> {
     return `Job(${this.id}, ${this.context.name})`;
   }
 
-  private async ask(name: string, args: unknown[], options: JobWaitOptions): Promise<unknown> {
+  /**
+   * Runs `work` under the caller's `timeout` and `signal` (checked first):
+   * `work` passes the signal it is given to its asks, so a stop ends the
+   * ask in flight at once (and the context is told), and the promise
+   * rejects with the stop's reason: a `TimeoutError` naming `what`, or
+   * the caller's signal's reason.
+   */
+  private bounded<R>(
+    options: OperationOptions,
+    where: string,
+    what: string,
+    work: (signal: AbortSignal | undefined, deadline: number | undefined) => Promise<R>,
+  ): Promise<R> {
+    let given: OperationOptions;
     try {
-      return await this.context[CALL_TOOLKIT](name, args, options, `${name} ${this.id}`);
+      given = checkOperationOptions(options, where);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (given.timeout === undefined && given.signal === undefined) return work(undefined, undefined);
+    const deadline = given.timeout === undefined ? undefined : Date.now() + given.timeout;
+    const cancel = new Cancellation({ ...given, what, contextName: this.context.name, grace: 0 });
+    return cancel.settle(work(cancel.signal, deadline));
+  }
+
+  private async ask(name: string, args: unknown[], signal: AbortSignal | undefined): Promise<unknown> {
+    try {
+      return await this.context[CALL_TOOLKIT](name, args, signal ? { signal } : {}, `${name} ${this.id}`);
     } catch (error) {
       throw jobErrorOf(error, this.id, this.context.name);
     }

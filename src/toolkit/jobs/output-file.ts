@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
 import { join } from 'node:path';
+import { openRegularFile, readRange } from '../../core/regular-file.js';
 
 /**
  * One output stream of a job, appended to its file in the job's
@@ -27,8 +28,10 @@ export class OutputFile {
     private readonly limit: number,
     private readonly onRotate: () => void,
   ) {
-    this.fd = fs.openSync(join(directory, name), 'a', 0o600);
-    this.inode = fs.fstatSync(this.fd).ino;
+    // A regular file, not a link: another process of the account may have put a FIFO or a link there.
+    const { fd, stats } = openRegularFile(join(directory, name), { append: true });
+    this.fd = fd;
+    this.inode = stats.ino;
   }
 
   /** The inode of the file as it is now (a new one after each rotation). */
@@ -49,20 +52,27 @@ export class OutputFile {
   private rotate(): void {
     const path = join(this.directory, this.name);
     const size = this.written - this.dropped;
-    const keep = Buffer.alloc(this.limit);
-    const reader = fs.openSync(path, 'r');
-    let read: number;
+    const reader = openRegularFile(path).fd;
+    let keep: Buffer;
     try {
-      read = fs.readSync(reader, keep, 0, this.limit, size - this.limit);
+      keep = readRange(reader, size - this.limit, this.limit);
     } finally {
       fs.closeSync(reader);
     }
     const temp = `${path}.rotating`;
-    fs.writeFileSync(temp, keep.subarray(0, read), { mode: 0o600 });
-    this.dropped += size - read;
+    // Made anew (O_EXCL), never opened through what is there: a link there would have this write where it points.
+    try {
+      fs.unlinkSync(temp);
+    } catch {
+      // Not there.
+    }
+    const { O_WRONLY, O_APPEND, O_CREAT, O_EXCL } = fs.constants;
+    const fd = fs.openSync(temp, O_WRONLY | O_APPEND | O_CREAT | O_EXCL, 0o600);
+    for (let done = 0; done < keep.length; ) done += fs.writeSync(fd, keep, done);
+    this.dropped += size - keep.length;
     fs.closeSync(this.fd);
-    this.fd = fs.openSync(temp, 'a', 0o600);
-    this.inode = fs.fstatSync(this.fd).ino;
+    this.fd = fd;
+    this.inode = fs.fstatSync(fd).ino;
     this.onRotate();
     fs.renameSync(temp, path);
   }

@@ -5,6 +5,7 @@
  * a context sends (untrusted); no IO.
  */
 import type { RemoteErrorInfo } from '../../core/errors.js';
+import { ownHead } from '../../core/own-copy.js';
 import type { CallPayload } from '../../core/protocol/call-function.js';
 
 /** Where a job is in its life. `lost`: its supervisor died without saying how it ended (SIGKILL, a reboot). */
@@ -153,7 +154,8 @@ export function parseJobStatus(value: unknown): JobStatus | string {
   if (v.kind !== 'function' && v.kind !== 'command') return 'an unknown kind';
   const time = (key: string) =>
     typeof v[key] === 'number' && Number.isFinite(v[key]) ? (v[key] as number) : undefined;
-  const text = (key: string) => (typeof v[key] === 'string' ? (v[key] as string).slice(0, MAX_TEXT) : undefined);
+  // Copied when cut: a slice would keep the whole string the context sent alive with the status.
+  const text = (key: string) => (typeof v[key] === 'string' ? ownHead(v[key] as string, MAX_TEXT) : undefined);
   const pid = time('pid');
   const out = typeof v.output === 'object' && v.output !== null ? (v.output as Record<string, unknown>) : {};
   const count = (key: string) => (typeof out[key] === 'number' && (out[key] as number) >= 0 ? (out[key] as number) : 0);

@@ -10,8 +10,10 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { callOrigin } from '../../core/call-base.js';
+import { callSignal } from '../../core/call-signal.js';
 import { decode, encode } from '../../core/codec.js';
 import { type ModuleUse, TOOLKIT_MODULE_ID } from '../../core/importer.js';
+import { openRegularFile, readRange, readRegularFile } from '../../core/regular-file.js';
 import { contextRuntime } from '../../core/runtime.js';
 import type { Sender } from '../../core/sender.js';
 import { killGroup } from '../process-groups.js';
@@ -61,6 +63,8 @@ function jobs(): string {
 
 /** Starts a job as `spec` says and resolves with its status once its process runs. */
 export async function jobStart(spec: JobSpec): Promise<Record<string, unknown>> {
+  // The caller's signal (or timeout) stops the start: before anything is written, or by abandoning the job.
+  const signal = callSignal();
   const runtime = contextRuntime();
   const importer = runtime.importer;
   if (!importer) throw new Error('jobs are started in child contexts only');
@@ -78,6 +82,7 @@ export async function jobStart(spec: JobSpec): Promise<Record<string, unknown>> 
   }
   // Everything the job loads is here before it detaches: nobody serves modules to it afterwards.
   const modules = await importer.snapshot(uses);
+  if (signal.aborted) throw signal.reason;
   const id = newJobId();
   // Made whole under a name no reader takes for a job, then renamed: a failure here leaves no half job.
   const building = join(root, `.${id}.new`);
@@ -115,7 +120,7 @@ export async function jobStart(spec: JobSpec): Promise<Record<string, unknown>> 
     throw error;
   }
   try {
-    await launch(directory, runtime.coreSource.source);
+    await launch(directory, runtime.coreSource.source, signal);
   } catch (error) {
     // A supervisor that comes late must not start the job: the master was told it failed.
     abandon(directory);
@@ -129,8 +134,8 @@ export async function jobStart(spec: JobSpec): Promise<Record<string, unknown>> 
  * this context's child (its parent is gone before the job runs) and lives
  * on in a session of its own; waits for it to say the job runs.
  */
-function launch(directory: string, coreSource: Uint8Array): Promise<void> {
-  const log = fs.openSync(join(directory, SUPERVISOR_LOG), 'a', 0o600);
+function launch(directory: string, coreSource: Uint8Array, signal: AbortSignal): Promise<void> {
+  const log = openRegularFile(join(directory, SUPERVISOR_LOG), { append: true }).fd;
   let child: ReturnType<typeof spawn>;
   try {
     child = spawn(
@@ -148,20 +153,17 @@ function launch(directory: string, coreSource: Uint8Array): Promise<void> {
     core.end(coreSource);
     let text = '';
     const timer = setTimeout(() => finish(`it did not say it runs within ${START_TIMEOUT} ms`), START_TIMEOUT);
+    const onAbort = () => finish('the caller stopped waiting for the start (its signal or timeout)');
     const finish = (why?: string) => {
       clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
       said.removeAllListeners();
       (said as unknown as { destroy(): void }).destroy();
       if (why === undefined) {
         resolve();
         return;
       }
-      let logged = '';
-      try {
-        logged = fs.readFileSync(join(directory, SUPERVISOR_LOG), 'utf8').slice(-2000).trim();
-      } catch {
-        // Nothing logged.
-      }
+      const logged = fileTail(join(directory, SUPERVISOR_LOG), 2000).trim();
       reject(new Error(`the job's supervisor failed to start it: ${why}${logged ? `\n${logged}` : ''}`));
     };
     said.on('data', (chunk: Buffer) => {
@@ -175,6 +177,8 @@ function launch(directory: string, coreSource: Uint8Array): Promise<void> {
       if (text !== STARTED) finish(text.replace(/^failed /, '').trim() || 'it exited before the job ran');
     });
     child.on('error', (error) => finish(`/bin/sh could not be run: ${error.message}`));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
   });
 }
 
@@ -219,10 +223,12 @@ export function jobList(): Record<string, unknown>[] {
  * endless poller here).
  */
 export async function jobResult(id: string, waitMs: number): Promise<JobOutcome> {
+  // A master that stopped waiting (its timeout, its signal) leaves nothing polling here.
+  const signal = callSignal();
   const directory = jobDirectory(jobs(), id);
   const deadline = Date.now() + Math.max(0, Math.min(Number(waitMs) || 0, MAX_RESULT_WAIT));
   let record = readRecord(directory);
-  while (!FINAL_STATES.has(record.state) && !isLost(record) && Date.now() < deadline) {
+  while (!FINAL_STATES.has(record.state) && !isLost(record) && Date.now() < deadline && !signal.aborted) {
     await delay(POLL_MS);
     record = readRecord(directory);
   }
@@ -238,9 +244,14 @@ export async function jobResult(id: string, waitMs: number): Promise<JobOutcome>
   if (record.state !== 'succeeded' && record.state !== 'failed') return { status };
   let data: Buffer;
   try {
-    data = fs.readFileSync(join(directory, RESULT_FILE));
-  } catch {
-    return { status };
+    // No larger than a reply may be: a result file past that was not the worker's.
+    data = readRegularFile(join(directory, RESULT_FILE), { maxBytes: contextRuntime().router.maxMessageSize });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { status };
+    throw new JobLookupError(
+      `the result file of job ${id} cannot be read: ${(error as Error).message}`,
+      'ERR_TENDRIL_JOB_CORRUPT',
+    );
   }
   let value: unknown;
   try {
@@ -259,25 +270,26 @@ const MAX_RESULT_WAIT = 60_000;
 
 /** The output kept in a job's file: its last `limit` bytes, read as such (the file may hold twice that). */
 function keptOutput(directory: string, name: string, limit: number): string {
-  let fd: number;
+  return fileTail(join(directory, name), limit);
+}
+
+/**
+ * The last `limit` bytes of the regular file at `path` as text; empty
+ * when it is missing or is not a regular file (a FIFO is never waited on).
+ */
+function fileTail(path: string, limit: number): string {
+  let opened: ReturnType<typeof openRegularFile>;
   try {
-    fd = fs.openSync(join(directory, name), 'r');
+    opened = openRegularFile(path);
   } catch {
     return '';
   }
   try {
-    const size = fs.fstatSync(fd).size;
+    const { size } = opened.stats;
     const length = Math.min(size, limit);
-    const buffer = Buffer.alloc(length);
-    let read = 0;
-    while (read < length) {
-      const got = fs.readSync(fd, buffer, read, length - read, size - length + read);
-      if (got <= 0) break;
-      read += got;
-    }
-    return buffer.subarray(0, read).toString('utf8');
+    return readRange(opened.fd, size - length, length).toString('utf8');
   } finally {
-    fs.closeSync(fd);
+    fs.closeSync(opened.fd);
   }
 }
 
@@ -290,6 +302,8 @@ function keptOutput(directory: string, name: string, limit: number): string {
  * still the process that was started.
  */
 export async function jobCancel(id: string): Promise<Record<string, unknown>> {
+  // A master that stopped waiting: the cancel goes on (the file and SIGTERM), the polling ends.
+  const signal = callSignal();
   const directory = jobDirectory(jobs(), id);
   let record = readRecord(directory);
   if (FINAL_STATES.has(record.state)) return statusOf(record, false);
@@ -305,6 +319,7 @@ export async function jobCancel(id: string): Promise<Record<string, unknown>> {
   for (;;) {
     record = readRecord(directory);
     if (FINAL_STATES.has(record.state) || isLost(record) || Date.now() > deadline) break;
+    if (signalled && signal.aborted) break;
     const supervisor = record.supervisor;
     // Until the supervisor has said who it is, it finds the file itself before it starts anything.
     if (!signalled && supervisor && sameProcess(supervisor.pid, supervisor.start, record.bootId)) {
@@ -369,21 +384,24 @@ export function jobRemove(id: string): void {
  * does not read slows only this.
  */
 export async function jobOutput(id: string, sender: Sender<[number, string]>): Promise<void> {
+  const signal = callSignal();
   const directory = jobDirectory(jobs(), id);
   const streams = [
     { tag: JOB_STDOUT, name: STDOUT_FILE, read: 0, decoder: new StringDecoder('utf8') },
     { tag: JOB_STDERR, name: STDERR_FILE, read: 0, decoder: new StringDecoder('utf8') },
   ];
   let mismatches = 0;
-  while (!sender.closed) {
+  while (!sender.closed && !signal.aborted) {
     let record = readRecord(directory);
     const ended = FINAL_STATES.has(record.state) || isLost(record);
     let any = false;
     let behind = false;
     for (const stream of streams) {
       let fd: number;
+      let stats: fs.Stats;
       try {
-        fd = fs.openSync(join(directory, stream.name), 'r');
+        // Never blocks: another process of the account may have put a FIFO there.
+        ({ fd, stats } = openRegularFile(join(directory, stream.name)));
       } catch {
         continue;
       }
@@ -391,7 +409,6 @@ export async function jobOutput(id: string, sender: Sender<[number, string]>): P
         // Opened first, then the count read: a count newer than the file (its inode differs) is waited out,
         // unless the job has ended (a supervisor that died between the two never ends the mismatch).
         record = readRecord(directory);
-        const stats = fs.fstatSync(fd);
         const inode = record.inodes?.[stream.tag === JOB_STDOUT ? 'stdout' : 'stderr'];
         if (inode !== undefined && inode !== stats.ino && !ended && mismatches < MAX_MISMATCHES) {
           behind = true;

@@ -3,9 +3,15 @@
  * prepared (synchronously, while the caller's frame is on the stack: it
  * is the default base), then one call to the context's `jobStart`.
  */
-import { CALL_TOOLKIT, type Context, prepareJobCall } from '../../core/context.js';
+import {
+  CALL_TOOLKIT,
+  type Context,
+  checkOperationOptions,
+  type OperationOptions,
+  prepareJobCall,
+} from '../../core/context.js';
 import { InvalidOptionError } from '../../core/errors.js';
-import { integer, location, MAX_TIMER, milliseconds, optionsObject, text } from '../../core/options.js';
+import { abortSignal, integer, location, MAX_TIMER, milliseconds, optionsObject, text } from '../../core/options.js';
 import { checkArgv } from '../commands/exec.js';
 import { environment, MAX_PATH } from '../commands/options.js';
 import type { CommandJobResult } from './errors.js';
@@ -32,6 +38,14 @@ export interface JobOptions {
   cwd?: string;
   /** Variables added to the context's environment for the job. */
   env?: Record<string, string>;
+  /**
+   * Ends the wait for the start with the signal's reason: the context is
+   * told, and a job it has not started yet never runs (one already
+   * running goes on: `context.jobs()` lists it). For a time limit on the
+   * start, `AbortSignal.timeout(ms)`. Default: wait until it runs or fails
+   * (the context gives a supervisor 120 s to start it).
+   */
+  signal?: AbortSignal;
 }
 
 /** Options of `context.startJob()`. */
@@ -54,7 +68,7 @@ export interface CommandJobOptions extends JobOptions {
 }
 
 const DAY = 24 * 3600_000;
-const JOB_OPTIONS = ['timeout', 'name', 'keep', 'grace', 'maxOutput', 'cwd', 'env'];
+const JOB_OPTIONS = ['timeout', 'name', 'keep', 'grace', 'maxOutput', 'cwd', 'env', 'signal'];
 const FUNCTION_OPTIONS = new Set([...JOB_OPTIONS, 'preload', 'base']);
 const COMMAND_OPTIONS = new Set([...JOB_OPTIONS, 'shell']);
 /** Most output kept per stream: both streams' tails fit in one result under the default maxMessageSize (128 MiB). */
@@ -94,7 +108,7 @@ export function startJob<F extends AnyFunction>(
   } catch (error) {
     return Promise.reject(error);
   }
-  return start<Awaited<ReturnType<F>>>(context, spec);
+  return start<Awaited<ReturnType<F>>>(context, spec, options.signal);
 }
 
 /** `context.execJob()`: see `Context.execJob`. */
@@ -115,7 +129,7 @@ export function execJob(
   } catch (error) {
     return Promise.reject(error);
   }
-  return start<CommandJobResult>(context, spec);
+  return start<CommandJobResult>(context, spec, options.signal);
 }
 
 /** The options every job takes, checked. */
@@ -129,6 +143,7 @@ function common(given: JobOptions, where: string): Omit<JobSpec, 'kind'> {
       undefined,
     );
   }
+  abortSignal(given.signal, 'signal', where);
   const name = text(given.name, 'name', where, undefined, 200);
   if (name !== undefined && [...name].some((char) => char.charCodeAt(0) < 0x20)) {
     throw new InvalidOptionError('name', where, 'text without control characters', name);
@@ -144,10 +159,16 @@ function common(given: JobOptions, where: string): Omit<JobSpec, 'kind'> {
   };
 }
 
-async function start<T>(context: Context, spec: JobSpec): Promise<Job<T>> {
+async function start<T>(context: Context, spec: JobSpec, signal: AbortSignal | undefined): Promise<Job<T>> {
   let reply: unknown;
   try {
-    reply = await context[CALL_TOOLKIT]('jobStart', [spec], {}, `start of job ${spec.name ?? ''}`.trim());
+    // The signal reaches the context as the call's (jobStart stops there, and abandons a job not yet running).
+    reply = await context[CALL_TOOLKIT](
+      'jobStart',
+      [spec],
+      signal ? { signal } : {},
+      `start of job ${spec.name ?? ''}`.trim(),
+    );
   } catch (error) {
     throw jobErrorOf(error, '(not started)', context.name);
   }
@@ -170,10 +191,14 @@ export function jobOf(context: Context, id: string): Job {
 }
 
 /** `context.jobs()`: every job of this account on the context's target, oldest first. */
-export async function jobsOf(context: Context): Promise<import('./protocol.js').JobStatus[]> {
+export async function jobsOf(
+  context: Context,
+  options: OperationOptions,
+): Promise<import('./protocol.js').JobStatus[]> {
+  const { timeout, signal } = checkOperationOptions(options, 'context.jobs()');
   let list: unknown;
   try {
-    list = await context[CALL_TOOLKIT]('jobList', [], {}, 'list of jobs');
+    list = await context[CALL_TOOLKIT]('jobList', [], { timeout, signal }, 'list of jobs');
   } catch (error) {
     throw jobErrorOf(error, '(all)', context.name);
   }

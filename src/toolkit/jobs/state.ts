@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { dirname, join } from 'node:path';
+import { readRegularFile } from '../../core/regular-file.js';
 import { closed } from '../../core/target-code-cache.js';
 import { FINAL_STATES, JOB_ID, type JobRecord } from './protocol.js';
 
@@ -150,7 +151,9 @@ export function writeAtomically(directory: string, name: string, data: string | 
 
 function syncDirectory(directory: string): void {
   try {
-    const fd = fs.openSync(directory, 'r');
+    // Without blocking or following: a FIFO or a link put where the directory was is not waited on.
+    const { O_RDONLY, O_DIRECTORY = 0, O_NONBLOCK = 0, O_NOFOLLOW = 0 } = fs.constants;
+    const fd = fs.openSync(directory, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_NOFOLLOW);
     try {
       fs.fsyncSync(fd);
     } finally {
@@ -167,14 +170,24 @@ export function writeRecord(directory: string, record: JobRecord): void {
 }
 
 /**
- * Reads a job's state file.
+ * Largest state file read, in bytes: a record is under 2 KiB (its name is
+ * at most 200 characters, its error a line); a larger one was not written
+ * by a supervisor.
+ */
+const MAX_STATE_FILE = 1024 * 1024;
+
+/**
+ * Reads a job's state file: a regular file, not a link, at most
+ * `MAX_STATE_FILE` bytes (another process of the account may have put a
+ * FIFO, a link or a huge file in its place; none of them blocks or
+ * floods the context).
  * @throws JobLookupError `ERR_TENDRIL_JOB_CORRUPT` when it is missing or is not a job's state.
  */
 export function readRecord(directory: string): JobRecord {
   const path = join(directory, STATE_FILE);
   let text: string;
   try {
-    text = fs.readFileSync(path, 'utf8');
+    text = readRegularFile(path, { maxBytes: MAX_STATE_FILE }).toString('utf8');
   } catch (error) {
     throw new JobLookupError(
       `the state of the job in ${directory} cannot be read: ${(error as Error).message}`,

@@ -11,6 +11,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
+import { openRegularFile } from '../../core/regular-file.js';
 import { groupAlive, killGroup } from '../process-groups.js';
 import { OutputFile } from './output-file.js';
 import type { JobRecord } from './protocol.js';
@@ -223,7 +224,7 @@ export function supervise(directory: string, request: JobRequest, coreSource: Ui
     let ok: boolean | undefined;
     try {
       // The worker writes `ok` first: one byte says how it ended (see worker.ts).
-      const fd = fs.openSync(join(directory, RESULT_FILE), 'r');
+      const { fd } = openRegularFile(join(directory, RESULT_FILE));
       try {
         const flag = Buffer.alloc(1);
         if (fs.readSync(fd, flag, 0, 1, 0) === 1) ok = flag[0] === 1;
@@ -268,10 +269,15 @@ function closeOnExec(fd: number): number {
   }
 }
 
-/** Appends a line to the job's supervisor.log. */
+/** Appends a line to the job's supervisor.log (a regular file: a FIFO there is never waited on). */
 function log(directory: string, text: string): void {
   try {
-    fs.appendFileSync(join(directory, SUPERVISOR_LOG), `${new Date().toISOString()} ${text}\n`, { mode: 0o600 });
+    const { fd } = openRegularFile(join(directory, SUPERVISOR_LOG), { append: true });
+    try {
+      fs.writeSync(fd, `${new Date().toISOString()} ${text}\n`);
+    } finally {
+      fs.closeSync(fd);
+    }
   } catch {
     // Nowhere to say it.
   }
