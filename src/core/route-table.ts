@@ -93,6 +93,11 @@ export class RouteTable {
     return this.departed.get(contextId);
   }
 
+  /** Every descendant with a route, as a list taken now. */
+  descendants(): number[] {
+    return [...this.routes.keys()];
+  }
+
   /** The descendants reached through `stream`, as a list taken now. */
   reachedThrough(stream: Stream): number[] {
     const found: number[] = [];

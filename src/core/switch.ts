@@ -166,13 +166,18 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * Takes `contextId` as gone, as if the stream it is reached through had
    * closed: its route is deleted (and the deletion announced upward), what
    * waits on it rejects with `ContextDisconnectedError` giving `reason`
-   * (in place of any `expectDeparture` reason), and `disconnect` is emitted. For a
+   * (in place of any `expectDeparture` reason), and `disconnect` is
+   * emitted; so for every context it started, and they started. For a
    * context whose parent did not confirm its stop in time (a shutdown past
    * its bound): nothing more is sent to it, whatever that parent does.
    */
   forgetRoute(contextId: number, reason: string): void {
-    this.routes.expectDeparture(contextId, reason);
-    this.deleteRoute(contextId, reason);
+    // Its descendants go with it: what it started is reached only through it.
+    const below = this.routes.descendants().filter((id) => this.isAncestorOf(contextId, id));
+    for (const id of [contextId, ...below]) {
+      this.routes.expectDeparture(id, reason);
+      this.deleteRoute(id, reason);
+    }
   }
 
   /** `expectDeparture` for every context this router reaches. */
