@@ -10,7 +10,16 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type Context, ContextDisconnectedError, type Job, Router, TimeoutError } from 'tendril';
+import {
+  Channel,
+  ChannelError,
+  type Context,
+  ContextDisconnectedError,
+  type Job,
+  Router,
+  type Sender,
+  TimeoutError,
+} from 'tendril';
 import { STOP_CHILD } from '#dist/internal.js';
 import { silence } from './support/hostile.js';
 import { settlement as settledFor, sleep } from './support/procs.js';
@@ -162,6 +171,48 @@ describe('operations on a context that never answers settle within their bound',
     } finally {
       await context.shutdown();
       rmSync(scratch, { recursive: true, force: true });
+    }
+  });
+
+  test("a Sender's and a Channel's sends into a frozen context end at their timeout or signal; the Sender gives the receiver up", async () => {
+    const context = await router.local({ name: 'frozen-receiver' });
+    try {
+      // A receiver in the context, whose Sender the master holds: a window of 4 values, none read.
+      const sender = (await context.call(() => {
+        const core = require('tendril:core') as {
+          contextRuntime(): { router: unknown };
+          Receiver: new (router: unknown, options: object) => { toSender(): unknown };
+        };
+        const receiver = new core.Receiver(core.contextRuntime().router, { highWaterMark: { messages: 4 } });
+        (globalThis as { held?: unknown }).held = receiver;
+        return receiver.toSender();
+      })) as Sender<number>;
+      const channel = new Channel<number, number>(router);
+      // The other end, in the context, neither reads nor sends until released: the channel's sends wait for it.
+      const ending = context.call(
+        (end: Channel<number, number>) =>
+          new Promise<void>((resolve) => {
+            (globalThis as { release?: () => void }).release = resolve;
+            void end;
+          }),
+        channel.otherEnd(),
+      );
+      for (let i = 0; i < 4; i++) await sender.send(i);
+      await frozen(context, async () => {
+        const timed = await settlement(sender.send(4, { timeout: 300 }));
+        assert.ok(timed.error instanceof TimeoutError, `sender.send(): ${timed.outcome} ${timed.error}`);
+        assert.ok(timed.ms < PROMPT, `sender.send() settled after ${timed.ms} ms`);
+        await assert.rejects(sender.send(5), ChannelError, 'the Sender gave the receiver up');
+        const aborted = await settlement(channel.send(1, { signal: AbortSignal.timeout(300) }));
+        // AbortSignal.timeout's reason: a DOMException named TimeoutError.
+        assert.equal((aborted.error as Error)?.name, 'TimeoutError', `channel.send(): ${aborted.error}`);
+        await assert.rejects(channel.send(2), ChannelError, 'this end gave up sending');
+        assert.ok(aborted.ms < PROMPT, `channel.send() settled after ${aborted.ms} ms`);
+      });
+      await context.call(() => (globalThis as { release?: () => void }).release?.());
+      await ending;
+    } finally {
+      await context.shutdown();
     }
   });
 

@@ -7,11 +7,12 @@
 // as one (and killed) instead of stalling the test.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { type FSWatcher, mkdirSync, mkdtempSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
+import { Router } from 'tendril';
 import { ROOT } from './support/procs.js';
 
 /** Far longer than a refusal takes: a process still running then is blocked in open(2). */
@@ -98,5 +99,41 @@ describe('a FIFO where one of the account’s own files should be is refused, ne
         await router.shutdown();
       }`);
     assert.match(outcome, /^threw BootstrapError: .*cannot read identity file .*id_ed25519: .*FIFO/);
+  });
+});
+
+describe('a file of a tree replaced by a FIFO while the tree is sent', () => {
+  test('the transfer fails naming it, instead of waiting on the FIFO for ever', async () => {
+    const scratch = mkdtempSync(join(tmpdir(), 'tendril-fifo-tree-'));
+    const router = new Router();
+    let watcher: FSWatcher | undefined;
+    try {
+      const context = await router.local({ name: 'tree-sender' });
+      const tree = join(scratch, 'tree');
+      mkdirSync(tree);
+      // The first file is large enough to be in flight when the second is swapped.
+      writeFileSync(join(tree, 'a-large'), Buffer.alloc(64 * 1024 * 1024, 1));
+      writeFileSync(join(tree, 'z-small'), 'small');
+      let swapped = false;
+      // Another process of the account, once the walk is done (the receiving side begins writing):
+      // the file becomes a FIFO nobody writes.
+      watcher = watch(scratch, (_event, name) => {
+        if (swapped || name === 'tree') return;
+        swapped = true;
+        rmSync(join(tree, 'z-small'));
+        execFileSync('mkfifo', ['-m', '600', join(tree, 'z-small')]);
+      });
+      await assert.rejects(
+        context.fetch(tree, join(scratch, 'fetched'), { recursive: true, timeout: HANG }),
+        (error: Error) =>
+          (error as { code?: string }).code === 'ERR_TENDRIL_NOT_A_FILE' &&
+          /something else was put at its path .*z-small/.test(error.message),
+      );
+      assert.ok(swapped, 'the file was swapped while the tree was sent');
+    } finally {
+      watcher?.close();
+      await router.shutdown();
+      rmSync(scratch, { recursive: true, force: true });
+    }
   });
 });

@@ -45,11 +45,13 @@ const QUICK = [
   'cold-path',
   'copy-progress-example',
   'errors',
+  'fifo-paths',
   'first-script',
   'fleet',
   'flow',
   'framing',
   'fuzz',
+  'jobs-hostile',
   'known-hosts',
   'lifecycle',
   'logs',
@@ -64,6 +66,7 @@ const QUICK = [
   'routing',
   'senders',
   'ssh-config',
+  'terminal-escapes',
   'trust',
 ];
 

@@ -9,12 +9,12 @@ export type { CallThis } from '../core/call-signal.js';
 export type {
   CallOptions,
   ContextInfo,
-  OperationOptions,
   RemoteModule,
   ServiceCallOptions,
   ShutdownOptions,
 } from '../core/context.js';
 export type { ImporterStats } from '../core/importer.js';
+export type { OperationOptions } from '../core/options.js';
 export type {
   RemoteService,
   ServiceArgs,

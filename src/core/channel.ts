@@ -1,7 +1,7 @@
 import { type ReceiverReference, setChannelFactory } from './codec.js';
-import { ChannelError, type TendrilError, withoutStack } from './errors.js';
+import { ChannelError, type TendrilError, TimeoutError, withoutStack } from './errors.js';
 import { Message } from './message.js';
-import { optionsObject } from './options.js';
+import { checkOperationOptions, type OperationOptions, optionsObject } from './options.js';
 import { Receiver } from './receiver.js';
 import { handled, rejected } from './send-window.js';
 import { type LeaseHolder, Sender } from './sender.js';
@@ -25,6 +25,8 @@ interface WaitingSend {
   onCredited: (() => void) | undefined;
   resolve: () => void;
   reject: (error: Error) => void;
+  /** The send's signal, and when its timeout ends (`Date.now()` ms), if it has them. */
+  stop?: { signal?: AbortSignal | undefined; deadline?: number | undefined; settled: () => void };
 }
 
 /**
@@ -132,11 +134,18 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
    * @throws UnsupportedValueError, MessageTooLargeError synchronously, as
    *   `Sender.send`, once the other end is known (before, the value waits
    *   unencoded and the promise rejects with them).
+   * @param options `timeout` (ms) and `signal`, for the wait for the other
+   *   end and then for room (see `Sender.send`): past either, this send
+   *   rejects (`TimeoutError`, or the signal's reason) and this end gives
+   *   up sending (later sends reject with `ChannelError`); values from the
+   *   other end can still be read. Default: no limit.
    * @returns a promise that resolves when the value has left, and rejects
    *   with `ChannelError` when the other end is gone or this end closed.
+   * @throws InvalidOptionError when `options` is malformed (synchronously).
    */
-  send(value: Out): Promise<void> {
-    return this.enqueue(value, false, undefined);
+  send(value: Out, options?: OperationOptions): Promise<void> {
+    const stop = options === undefined ? undefined : checkOperationOptions(options, 'channel.send()');
+    return this.enqueue(value, false, undefined, stop);
   }
 
   /**
@@ -148,17 +157,67 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
     return this.enqueue(bytes, true, onCredited);
   }
 
-  private enqueue(value: unknown, bytes: boolean, onCredited: (() => void) | undefined): Promise<void> {
+  private enqueue(
+    value: unknown,
+    bytes: boolean,
+    onCredited: (() => void) | undefined,
+    stop?: OperationOptions,
+  ): Promise<void> {
     this.open();
     if (this.failure) return rejected(this.failure);
     if (this.closing) {
       const to = this.peer?.contextId ?? this.router.id;
       return rejected(new ChannelError(this.router.nameOf(to), to, 'the channel was closed before this send'));
     }
-    if (this.peer && this.waiting.length === 0) return sendOn(this.peer, value, bytes, onCredited);
+    if (stop?.signal?.aborted) return rejected(stop.signal.reason);
+    if (this.peer && this.waiting.length === 0) return sendOn(this.peer, value, bytes, onCredited, stop);
     return handled(
-      new Promise<void>((resolve, reject) => this.waiting.push({ value, bytes, onCredited, resolve, reject })),
+      new Promise<void>((resolve, reject) => {
+        const send: WaitingSend = { value, bytes, onCredited, resolve, reject };
+        if (stop?.timeout !== undefined || stop?.signal !== undefined) this.bound(send, stop);
+        this.waiting.push(send);
+      }),
     );
+  }
+
+  /**
+   * Ends `send`'s wait for the other end when `stop`'s timeout passes or
+   * its signal aborts: it rejects, and this end gives up sending (the
+   * values after it could not arrive in order without it).
+   */
+  private bound(send: WaitingSend, stop: OperationOptions): void {
+    const give = (error: Error) => {
+      if (!this.waiting.includes(send)) return;
+      this.waiting.splice(this.waiting.indexOf(send), 1);
+      send.stop?.settled();
+      send.reject(error);
+      const to = this.peer?.contextId ?? this.router.id;
+      this.fail(
+        new ChannelError(
+          this.router.nameOf(to),
+          to,
+          'a send that waited for the other end was stopped (its timeout or signal), and this end gave up sending',
+        ),
+      );
+    };
+    const onAbort = () => give(stop.signal?.reason);
+    const timeout = stop.timeout;
+    const timer =
+      timeout === undefined
+        ? undefined
+        : setTimeout(
+            () => give(new TimeoutError('a send waiting for the other end of a channel', this.router.name, timeout)),
+            timeout,
+          );
+    stop.signal?.addEventListener('abort', onAbort, { once: true });
+    send.stop = {
+      signal: stop.signal,
+      deadline: timeout === undefined ? undefined : Date.now() + timeout,
+      settled: () => {
+        if (timer) clearTimeout(timer);
+        stop.signal?.removeEventListener('abort', onAbort);
+      },
+    };
   }
 
   /**
@@ -269,8 +328,15 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
     }
     this.peer = peer as Sender<Out>;
     for (const send of this.waiting.splice(0)) {
+      send.stop?.settled();
+      // What is left of its timeout covers the wait for room.
+      const deadline = send.stop?.deadline;
+      const stop = send.stop && {
+        signal: send.stop.signal,
+        timeout: deadline === undefined ? undefined : Math.max(0, deadline - Date.now()),
+      };
       try {
-        sendOn(peer, send.value, send.bytes, send.onCredited).then(send.resolve, send.reject);
+        sendOn(peer, send.value, send.bytes, send.onCredited, stop).then(send.resolve, send.reject);
       } catch (error) {
         send.reject(error as Error);
       }
@@ -282,7 +348,10 @@ export class Channel<Out = unknown, In = unknown> implements AsyncIterable<In> {
     if (this.failure) return;
     this.failure = error;
     if (this.helloHandle !== 0 && !this.peer) this.router.removeHandler(this.helloHandle);
-    for (const send of this.waiting.splice(0)) send.reject(error);
+    for (const send of this.waiting.splice(0)) {
+      send.stop?.settled();
+      send.reject(error);
+    }
   }
 }
 
@@ -291,8 +360,9 @@ function sendOn(
   value: unknown,
   bytes: boolean,
   onCredited: (() => void) | undefined,
+  stop?: OperationOptions,
 ): Promise<void> {
-  return bytes ? peer[SEND_BYTES](value as Uint8Array, onCredited) : peer.send(value);
+  return bytes ? peer[SEND_BYTES](value as Uint8Array, onCredited) : peer.send(value, stop);
 }
 
 /** Marks the constructor call made by `fromReference`. */

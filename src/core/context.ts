@@ -13,7 +13,16 @@ import {
 } from './errors.js';
 import { TOOLKIT_MODULE_ID } from './importer.js';
 import { Message } from './message.js';
-import { abortSignal, boolean, location, milliseconds, optionsObject } from './options.js';
+import {
+  abortSignal,
+  boolean,
+  checkOperationOptions,
+  location,
+  milliseconds,
+  type OperationOptions,
+  optionsObject,
+} from './options.js';
+
 import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.js';
 import { CALL_SERVICE_SPEC, type ServiceRequest } from './protocol/call-service.js';
 import { CANCEL_CALL_SPEC, type CancelCallRequest } from './protocol/cancel-call.js';
@@ -104,21 +113,6 @@ export interface CallOptions {
    * Modules it loads stay with this call only. Default false.
    */
   fresh?: boolean;
-}
-
-/**
- * How long the caller waits for an operation on a context, as Node's and
- * execa's options say it: `moduleStats()`, `tmpdir()`, `jobs()` and a
- * job's `status()`, `cancel()`, `remove()` and `output()`.
- */
-export interface OperationOptions {
-  /**
-   * Reject with `TimeoutError` after this many milliseconds. Default: no
-   * limit (`moduleStats()`: 30000).
-   */
-  timeout?: number;
-  /** Reject with the signal's reason (an `AbortError` by default) when it aborts. */
-  signal?: AbortSignal;
 }
 
 /** Per-call options of `Context.callServiceWith` and `Context.service`. */
@@ -683,21 +677,7 @@ export function routerOf(context: Context): MessageSwitch {
 
 /** The options of a call (`CallOptions`), of an operation or a service call (`OperationOptions`), of `shutdown` (`ShutdownOptions`). */
 const CALL_OPTIONS = new Set(['timeout', 'signal', 'base', 'isolate', 'fresh']);
-const OPERATION_OPTIONS = new Set(['timeout', 'signal']);
 const SHUTDOWN_OPTIONS = new Set(['grace']);
-
-/**
- * Checks the options of an operation on a context (`OperationOptions`):
- * an object (or undefined) with at most a timeout in ms and an AbortSignal.
- * @returns the options, as given (an empty object for undefined).
- * @throws InvalidOptionError naming the bad option.
- */
-export function checkOperationOptions(options: OperationOptions | undefined, where: string): OperationOptions {
-  const given = optionsObject(options, where, OPERATION_OPTIONS);
-  milliseconds(given.timeout, 'timeout', where, undefined);
-  abortSignal(given.signal, 'signal', where);
-  return given;
-}
 
 /**
  * Checks the options of a service call.

@@ -197,3 +197,33 @@ export function optionsObject<T extends object>(value: T | undefined, where: str
   if (known) knownOptions(value, known, where);
   return value;
 }
+
+/**
+ * How long the caller waits for an operation on a context, as Node's and
+ * execa's options say it: `moduleStats()`, `tmpdir()`, `jobs()`, a job's
+ * `status()`, `cancel()`, `remove()` and `output()`, a Sender's `send()`.
+ */
+export interface OperationOptions {
+  /**
+   * Reject with `TimeoutError` after this many milliseconds. Default: no
+   * limit (`moduleStats()`: 30000).
+   */
+  timeout?: number;
+  /** Reject with the signal's reason (an `AbortError` by default) when it aborts. */
+  signal?: AbortSignal;
+}
+
+const OPERATION_OPTIONS: ReadonlySet<string> = new Set(['timeout', 'signal']);
+
+/**
+ * Checks the options of an operation on a context (`OperationOptions`):
+ * an object (or undefined) with at most a timeout in ms and an AbortSignal.
+ * @returns the options, as given (an empty object for undefined).
+ * @throws InvalidOptionError naming the bad option.
+ */
+export function checkOperationOptions(options: OperationOptions | undefined, where: string): OperationOptions {
+  const given = optionsObject(options, where, OPERATION_OPTIONS);
+  milliseconds(given.timeout, 'timeout', where, undefined);
+  abortSignal(given.signal, 'signal', where);
+  return given;
+}

@@ -1,6 +1,6 @@
 import { decode, encode } from './codec.js';
 import { deadReason } from './dead-replies.js';
-import { ChannelError, type TendrilError } from './errors.js';
+import { ChannelError, type TendrilError, TimeoutError } from './errors.js';
 import { FLAG_DEAD, Message } from './message.js';
 import type { MessageSwitch } from './switch.js';
 import { admitsDeadAbout } from './trust.js';
@@ -16,6 +16,16 @@ interface Pending {
   onCredited: (() => void) | undefined;
   resolve: () => void;
   reject: (error: Error) => void;
+  /** Clears the send's timeout and abort listener, if it has them. */
+  settled?: () => void;
+}
+
+/** How long a send may wait for credit (`Sender.send`'s options), and what it is for errors. */
+export interface SendStop {
+  /** Milliseconds; undefined: no limit. */
+  timeout?: number | undefined;
+  /** Aborts the wait. */
+  signal?: AbortSignal | undefined;
 }
 
 const RESOLVED = Promise.resolve();
@@ -163,8 +173,9 @@ export class SendWindow {
    *   when the receiver is in this context (the reader may still hold
    *   them), nor when the window closes or fails first.
    */
-  send(data: Uint8Array, flags = 0, onCredited?: () => void): Promise<void> {
+  send(data: Uint8Array, flags = 0, onCredited?: () => void, stop?: SendStop): Promise<void> {
     if (this.failure) return rejected(this.failure);
+    if (stop?.signal?.aborted) return rejected(stop.signal.reason);
     if (this.closing) {
       return rejected(
         new ChannelError(this.router.nameOf(this.dst), this.dst, 'the sender was closed before this send'),
@@ -174,9 +185,11 @@ export class SendWindow {
       this.transmit(data, flags, onCredited);
       return this.failure ? rejected(this.failure) : RESOLVED;
     }
-    const promise = new Promise<void>((resolve, reject) =>
-      this.pending.push({ data, flags, onCredited, resolve, reject }),
-    );
+    const promise = new Promise<void>((resolve, reject) => {
+      const entry: Pending = { data, flags, onCredited, resolve, reject };
+      if (stop?.timeout !== undefined || stop?.signal !== undefined) this.bound(entry, stop);
+      this.pending.push(entry);
+    });
     if (this.pending.length === 1) this.shared.waiting.push(this);
     this.hold(true);
     return handled(promise);
@@ -208,6 +221,50 @@ export class SendWindow {
   }
 
   /**
+   * Ends `entry`'s wait for credit when `stop`'s timeout passes or its
+   * signal aborts: that send rejects (`TimeoutError`, or the signal's
+   * reason), and the Sender gives the receiver up (`abandon`): the values
+   * after it cannot be delivered in order without it.
+   */
+  private bound(entry: Pending, stop: SendStop): void {
+    const give = (error: Error) => {
+      entry.settled?.();
+      const at = this.pending.indexOf(entry);
+      if (at === -1) return;
+      this.pending.splice(at, 1);
+      entry.reject(error);
+      this.abandon(
+        new ChannelError(
+          this.router.nameOf(this.dst),
+          this.dst,
+          'a send that waited for the receiver to read was stopped (its timeout or signal), and the sender gave the receiver up',
+        ),
+      );
+    };
+    const onAbort = () => give(stop.signal?.reason);
+    const timer =
+      stop.timeout === undefined
+        ? undefined
+        : setTimeout(
+            () =>
+              give(
+                new TimeoutError(
+                  'a send waiting for the receiver to read',
+                  this.router.nameOf(this.dst),
+                  stop.timeout as number,
+                  'the sender gave the receiver up',
+                ),
+              ),
+            stop.timeout,
+          );
+    stop.signal?.addEventListener('abort', onAbort, { once: true });
+    entry.settled = () => {
+      if (timer) clearTimeout(timer);
+      stop.signal?.removeEventListener('abort', onAbort);
+    };
+  }
+
+  /**
    * Sends the next waiting message if it fits `shared`; false when it does
    * not (it waits for credit). Called by the shared window, in turn.
    */
@@ -216,6 +273,7 @@ export class SendWindow {
     if (!next || this.failure) return true;
     if (!fits(this.window, shared.messages, shared.bytes, next.data.length)) return false;
     this.pending.shift();
+    next.settled?.();
     this.transmit(next.data, next.flags, next.onCredited);
     if (this.failure) next.reject(this.failure);
     else next.resolve();
@@ -301,7 +359,10 @@ export class SendWindow {
     if (this.failure) return;
     this.failure = error;
     if (this.creditHandle !== 0) this.router.removeHandler(this.creditHandle);
-    for (const waiting of this.pending.splice(0)) waiting.reject(error);
+    for (const waiting of this.pending.splice(0)) {
+      waiting.settled?.();
+      waiting.reject(error);
+    }
     this.hold(false);
     this.leave();
   }

@@ -1,6 +1,7 @@
 import { encode, type ReceiverReference, setSenderFactory } from './codec.js';
 import { MessageTooLargeError, type TendrilError } from './errors.js';
 import { FLAG_RAW } from './message.js';
+import { checkOperationOptions, type OperationOptions } from './options.js';
 import { SendWindow } from './send-window.js';
 import { type MessageSwitch, type SwitchLike, switchOf } from './switch.js';
 import { ABANDON, CALL_SETTLED, LOCAL_RECEIVER, ROUTER_SWITCH, SEND_BYTES, SENDER_REFERENCE } from './symbols.js';
@@ -128,13 +129,20 @@ export class Sender<T = unknown> {
    *   disconnected) or refused it (this context ran past the receiver's
    *   window, or past its account there: the reason names `maxHeldBytes`).
    *   Not awaiting it is safe: the rejection is then ignored.
+   * @param options `timeout` (ms) and `signal` for the wait for room: past
+   *   either, this send rejects (`TimeoutError`, or the signal's reason)
+   *   and the Sender gives the receiver up, as `close()` would without
+   *   waiting (values still waiting reject with `ChannelError`: they could
+   *   not arrive in order). Default: no limit.
    * @throws UnsupportedValueError when the value cannot be sent (synchronously).
    * @throws MessageTooLargeError when it exceeds `maxMessageSize` (synchronously).
+   * @throws InvalidOptionError when `options` is malformed (synchronously).
    */
-  send(value: T): Promise<void> {
+  send(value: T, options?: OperationOptions): Promise<void> {
+    const stop = options === undefined ? undefined : checkOperationOptions(options, 'sender.send()');
     const data = encode(value);
     this.checkSize(data);
-    return this.window().send(data);
+    return this.window().send(data, 0, undefined, stop);
   }
 
   /**

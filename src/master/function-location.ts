@@ -1,8 +1,8 @@
-import { readFileSync, statSync } from 'node:fs';
 import { createRequire, SourceMap } from 'node:module';
 import { isAbsolute } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { CallLocation } from '../core/protocol/call-function.js';
+import { readRegularFile } from '../core/regular-file.js';
 import { callerScript } from './caller.js';
 
 /**
@@ -71,7 +71,7 @@ function sourceOf(path: string): string | null {
   let text = sources.get(path);
   if (text === undefined) {
     try {
-      text = statSync(path).size <= MAX_SOURCE ? readFileSync(path, 'utf8') : null;
+      text = readRegularFile(path, { follow: true, maxBytes: MAX_SOURCE }).toString('utf8');
     } catch {
       text = null;
     }

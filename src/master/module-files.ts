@@ -1,5 +1,6 @@
-import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, readSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, extname, resolve as resolvePath, sep } from 'node:path';
+import { openRegularFile, readRegularFile } from '../core/regular-file.js';
 
 /**
  * Extensions of the files a module system loads: Node's own (`.js`,
@@ -123,7 +124,7 @@ function hasNodeShebang(path: string): boolean {
   let fd: number | undefined;
   let head: Buffer;
   try {
-    fd = openSync(path, 'r');
+    fd = openRegularFile(path, { follow: true }).fd;
     const buffer = Buffer.alloc(SHEBANG_BYTES);
     head = buffer.subarray(0, readSync(fd, buffer, 0, SHEBANG_BYTES, 0));
   } catch {
@@ -185,7 +186,7 @@ function isPackageBin(real: string): boolean {
 
 function readManifest(path: string): { name?: unknown; bin?: unknown } | undefined {
   try {
-    const manifest = JSON.parse(readFileSync(path, 'utf8')) as unknown;
+    const manifest = JSON.parse(readRegularFile(path, { follow: true }).toString('utf8')) as unknown;
     return typeof manifest === 'object' && manifest !== null
       ? (manifest as { name?: unknown; bin?: unknown })
       : undefined;

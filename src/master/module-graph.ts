@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { dirname, join, resolve as resolvePath } from 'node:path';
 import type { Plugin } from 'esbuild';
 import {
@@ -9,6 +8,7 @@ import {
   packageNameOf,
   type Target,
 } from '../core/module-protocol.js';
+import { readRegularFile } from '../core/regular-file.js';
 import { loadEsbuild, stopEsbuild } from './esbuild.js';
 import { describeBuildError, describeLocatedError } from './module-source.js';
 
@@ -207,7 +207,9 @@ export class ModuleGraph {
         });
         // Extensionless files (bin scripts), and whatever else the policy admits, are JavaScript to Node.
         esbuild.onLoad({ filter: /.*/ }, (args) =>
-          OWN_LOADER.test(args.path) ? undefined : { contents: readFileSync(args.path, 'utf8'), loader: 'js' },
+          OWN_LOADER.test(args.path)
+            ? undefined
+            : { contents: readRegularFile(args.path, { follow: true }).toString('utf8'), loader: 'js' },
         );
       },
     };
@@ -218,7 +220,8 @@ export class ModuleGraph {
 function nearestPackageName(path: string): string | undefined {
   for (let dir = dirname(path); dirname(dir) !== dir; dir = dirname(dir)) {
     try {
-      const name = (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown }).name;
+      const manifest = readRegularFile(join(dir, 'package.json'), { follow: true }).toString('utf8');
+      const name = (JSON.parse(manifest) as { name?: unknown }).name;
       if (typeof name === 'string') return name;
     } catch {
       // No (readable) package.json here; look further up.

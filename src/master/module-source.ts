@@ -1,8 +1,9 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, extname, join } from 'node:path';
 // The WebAssembly lexer compiles itself synchronously on first use.
 import * as esModuleLexer from 'es-module-lexer';
 import type { FileRecord } from '../core/module-protocol.js';
+import { readRegularFile } from '../core/regular-file.js';
 import { loadEsbuild } from './esbuild.js';
 
 /** A file as it is shipped, before its dependencies are attached. */
@@ -35,7 +36,8 @@ export class ModuleSources {
   private async load(path: string): Promise<ShippedSource> {
     let text: string;
     try {
-      text = readFileSync(path, 'utf8');
+      // A FIFO put where a module is would block the master for good: only a regular file is read.
+      text = readRegularFile(path, { follow: true }).toString('utf8');
       this.filesRead++;
     } catch (error) {
       return { format: 'error', source: `cannot read ${path}: ${(error as Error).message}` };
@@ -101,7 +103,7 @@ export class ModuleSources {
       if (existsSync(manifest)) {
         let type: string | undefined;
         try {
-          type = (JSON.parse(readFileSync(manifest, 'utf8')) as { type?: string }).type;
+          type = (JSON.parse(readRegularFile(manifest, { follow: true }).toString('utf8')) as { type?: string }).type;
         } catch {
           type = undefined;
         }

@@ -8,14 +8,8 @@
  * facade gives the master's switch.
  */
 import type { Readable } from 'node:stream';
-import {
-  CALL_TOOLKIT,
-  type CallOptions,
-  Context as CoreContext,
-  checkOperationOptions,
-  type OperationOptions,
-  SEND_ISOLATED,
-} from '../core/context.js';
+import { CALL_TOOLKIT, type CallOptions, Context as CoreContext, SEND_ISOLATED } from '../core/context.js';
+import { checkOperationOptions, type OperationOptions } from '../core/options.js';
 import type { CallPayload } from '../core/protocol/call-function.js';
 import type { Command } from './commands/command.js';
 import { type CommandTag, exec as execIn, tag as tagIn } from './commands/exec.js';

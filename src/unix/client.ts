@@ -5,7 +5,14 @@ import { SHIP_AS_IS, setCallPreparation } from '../core/call-preparation.js';
 import { serviceName } from '../core/child-entry.js';
 import { ChannelError, TimeoutError } from '../core/errors.js';
 import { logger } from '../core/log.js';
-import { MAX_TIMER, milliseconds, optionsObject, STOP_GRACE } from '../core/options.js';
+import {
+  checkOperationOptions,
+  MAX_TIMER,
+  milliseconds,
+  type OperationOptions,
+  optionsObject,
+  STOP_GRACE,
+} from '../core/options.js';
 import { Receiver, type ReceiverOptions } from '../core/receiver.js';
 import type { ServiceName, ServiceOptions } from '../core/services.js';
 import { Stream } from '../core/stream.js';
@@ -221,9 +228,18 @@ export class ListenerClient extends EventEmitter<ListenerClientEvents> {
     return { context, key: record.key, label: record.label, release, [Symbol.dispose]: release };
   }
 
-  /** The contexts the master has started (directly or via others) and still holds, as handles for calls from here. */
-  async contexts(): Promise<Context[]> {
-    const records: ContextRecord[] = await this.#peer.callService(this.#service, 'contexts');
+  /**
+   * The contexts the master has started (directly or via others) and still holds, as handles for calls from here.
+   * @param options `timeout` (ms) and `signal` for the request to the master. Default: no timeout.
+   * @throws TimeoutError past the timeout; the signal's reason when it aborts; ContextDisconnectedError when the master has gone.
+   */
+  async contexts(options: OperationOptions = {}): Promise<Context[]> {
+    const given = checkOperationOptions(options, 'client.contexts()');
+    const records: ContextRecord[] = await this.#peer.callServiceWith(
+      { timeout: given.timeout, signal: given.signal },
+      this.#service,
+      'contexts',
+    );
     return records.map((record) => {
       this.#core.setName(record.id, record.name);
       return new Context(this.#core, record.id, record.name, record.parentId, record.info);

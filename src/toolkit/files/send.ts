@@ -3,7 +3,7 @@
  * or symlink and sends it, hashing file data as it is read.
  */
 import { createHash } from 'node:crypto';
-import { promises as fs, type Stats } from 'node:fs';
+import { constants, promises as fs, type Stats } from 'node:fs';
 import { basename, join } from 'node:path';
 import { FileTransferError, fileError } from './errors.js';
 import { hashInSlices } from './hashing.js';
@@ -30,6 +30,34 @@ interface Walked {
   path: string;
   rel: string;
   stats: Stats;
+}
+
+const { O_RDONLY, O_NONBLOCK = 0, O_NOFOLLOW = 0 } = constants;
+
+/**
+ * Opens the file the walk found, without blocking and (but for a single
+ * file named by a link, which is followed) without following a link: a
+ * FIFO another process put at its path since would otherwise block the
+ * open, and a link could lead elsewhere. What is opened must be the file
+ * walked (same device and inode), a regular file.
+ * @throws FileTransferError `ERR_TENDRIL_NOT_A_FILE` when something else is there now.
+ */
+async function openWalked(entry: Walked, follow: boolean, contextName: string): Promise<fs.FileHandle> {
+  const handle = await fs.open(entry.path, O_RDONLY | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
+  try {
+    const stats = await handle.stat();
+    if (stats.isFile() && stats.ino === entry.stats.ino && stats.dev === entry.stats.dev) return handle;
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+  await handle.close();
+  throw new FileTransferError(
+    'ERR_TENDRIL_NOT_A_FILE',
+    contextName,
+    entry.path,
+    'cannot read: something else was put at its path while the transfer ran',
+  );
 }
 
 /**
@@ -190,7 +218,7 @@ async function sendFile(
 ): Promise<void> {
   let handle: fs.FileHandle;
   try {
-    handle = await fs.open(entry.path, 'r');
+    handle = await openWalked(entry, options.recursive === false, contextName);
   } catch (error) {
     throw fileError(error, contextName, entry.path, 'cannot read');
   }

@@ -3,14 +3,9 @@
  * comes, cancel and remove, each one call on the context's connection.
  * Made by `context.startJob()`, `context.execJob()` and `context.job(id)`.
  */
-import {
-  CALL_TOOLKIT,
-  type Context,
-  checkOperationOptions,
-  type OperationOptions,
-  routerOf,
-} from '../../core/context.js';
+import { CALL_TOOLKIT, type Context, routerOf } from '../../core/context.js';
 import { CallError, type RemoteErrorInfo, remoteError, TimeoutError } from '../../core/errors.js';
+import { checkOperationOptions, type OperationOptions } from '../../core/options.js';
 import { ownString } from '../../core/own-copy.js';
 import { Receiver } from '../../core/receiver.js';
 import { Cancellation } from '../cancellation.js';

@@ -3,15 +3,19 @@
  * prepared (synchronously, while the caller's frame is on the stack: it
  * is the default base), then one call to the context's `jobStart`.
  */
-import {
-  CALL_TOOLKIT,
-  type Context,
-  checkOperationOptions,
-  type OperationOptions,
-  prepareJobCall,
-} from '../../core/context.js';
+import { CALL_TOOLKIT, type Context, prepareJobCall } from '../../core/context.js';
 import { InvalidOptionError } from '../../core/errors.js';
-import { abortSignal, integer, location, MAX_TIMER, milliseconds, optionsObject, text } from '../../core/options.js';
+import {
+  abortSignal,
+  checkOperationOptions,
+  integer,
+  location,
+  MAX_TIMER,
+  milliseconds,
+  type OperationOptions,
+  optionsObject,
+  text,
+} from '../../core/options.js';
 import { checkArgv } from '../commands/exec.js';
 import { environment, MAX_PATH } from '../commands/options.js';
 import type { CommandJobResult } from './errors.js';
