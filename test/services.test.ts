@@ -338,18 +338,57 @@ describe('services in the master', { timeout: 120_000 }, () => {
           return n;
         },
       },
-      { policy: 'any', concurrency: 1, maxQueued: 2 },
+      { policy: 'any', concurrency: 4, maxQueued: 4 },
     );
     const arrived = countArrivals(router);
     const outcomes = child.call(async () => {
       const master = (require('tendril/child') as Child).thisContext().master;
-      const settled = await Promise.allSettled([0, 1, 2, 3].map((n) => master.callService('busy', 'work', n)));
+      const calls = [0, 1, 2, 3, 4, 5, 6, 7, 8].map((n) => master.callService('busy', 'work', n));
+      const settled = await Promise.allSettled(calls);
       return settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as { code: string }).code));
     });
-    await waitFor(() => arrived() === 4);
-    assert.equal(started, 1);
+    await waitFor(() => arrived() === 9);
+    assert.equal(started, 4);
     release.open();
-    assert.deepEqual(await outcomes, [0, 1, 2, 'ERR_TENDRIL_SERVICE_BUSY']);
+    // Four run, and of the four that may wait, one caller may take three (its share): the rest are busy.
+    const busy = 'ERR_TENDRIL_SERVICE_BUSY';
+    assert.deepEqual(await outcomes, [0, 1, 2, 3, 4, 5, 6, busy, busy]);
+  });
+
+  test("one caller filling a service's queue leaves room in it for another", async () => {
+    const release = gate();
+    router.registerService(
+      'shared-queue',
+      {
+        async work(n: number) {
+          await release.promise;
+          return n;
+        },
+      },
+      { policy: 'any', concurrency: 1, maxQueued: 100 },
+    );
+    const other = await router.local({ name: 'other-caller' });
+    try {
+      const arrived = countArrivals(router);
+      const flooding = child.call(async () => {
+        const master = (require('tendril/child') as Child).thisContext().master;
+        const calls = Array.from({ length: 200 }, (_, n) => master.callService('shared-queue', 'work', n));
+        const settled = await Promise.allSettled(calls);
+        return settled.filter((s) => s.status === 'rejected').length;
+      });
+      await waitFor(() => arrived() === 200);
+      const waiting = other.call(() =>
+        (require('tendril/child') as Child).thisContext().master.callService('shared-queue', 'work', -1),
+      );
+      await waitFor(() => arrived() === 201);
+      release.open();
+      assert.equal(await waiting, -1, "the other caller's call waited its turn and ran");
+      // One ran, 75 waited (its share of 100), 124 were refused.
+      assert.equal(await flooding, 124);
+    } finally {
+      router.unregisterService('shared-queue');
+      await other.shutdown();
+    }
   });
 
   test('past maxQueuedBytes of waiting arguments, a call is refused as busy', async () => {
@@ -393,7 +432,7 @@ describe('services in the master', { timeout: 120_000 }, () => {
         String(settled[4]),
         /^ERR_TENDRIL_SERVICE_BUSY: service 'heavy' in context 'master' is busy, and context 'thrifty' \(id \d+\) and the contexts behind it already make 'master' hold \d+ bytes \(its maxHeldBytes is 1048576\)/,
       );
-      assert.equal(switchOf(small).holdings.snapshot().get(caller.id), 0);
+      assert.equal(switchOf(small).holdings.snapshot().get(caller.id) ?? 0, 0);
     } finally {
       await small.shutdown();
     }
@@ -758,7 +797,8 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
       1,
     );
     release.open();
-    assert.deepEqual(await flood, { done: 11, ERR_TENDRIL_SERVICE_BUSY: 1989 });
+    // One ran and seven waited: one caller may fill three quarters of a queue of 10.
+    assert.deepEqual(await flood, { done: 8, ERR_TENDRIL_SERVICE_BUSY: 1992 });
   });
 
   test("a busy service's waiting calls are held encoded: many tiny objects cost the master about their bytes, charged to the caller", async (t) => {
@@ -792,7 +832,8 @@ describe('a hostile child calling services by hand', { timeout: 120_000 }, () =>
     // Each small call rides with 60 KiB for a handle nobody listens on, so that it shares a read buffer with little else.
     const call = frameBytes({ dst: 0, src: hostile.id, handle: CALL_SERVICE_HANDLE }, encode(['sparse', 'take', [1]]));
     const filler = frameBytes({ dst: 0, src: hostile.id, handle: 999_999 }, Buffer.alloc(60 * 1024));
-    const calls = 1000;
+    // As many as one caller may have waiting: three quarters of the default maxQueued (1000).
+    const calls = 750;
     const before = heldAfterGc();
     await hostile.call(writeBytes, Buffer.concat([call, filler]), calls);
     await waitFor(() => arrived() === calls, 60_000);

@@ -61,6 +61,7 @@ export * from './send-window.js';
 export * from './sender.js';
 export * from './service-dispatch.js';
 export * from './services.js';
+export * from './shares.js';
 export * from './stream.js';
 export * from './switch.js';
 export * from './symbols.js';

@@ -11,7 +11,7 @@ import {
   ServiceError,
   type ServiceErrorCode,
 } from '../../core/errors.js';
-import { ITEM_OVERHEAD } from '../../core/holdings.js';
+import { ITEM_OVERHEAD, MIN_HELD_SHARE } from '../../core/holdings.js';
 import type { Message } from '../../core/message.js';
 import { integer, optionsObject, text } from '../../core/options.js';
 import { hasParentAuthority } from '../../core/policy.js';
@@ -24,6 +24,7 @@ import type {
   ServicePolicy,
   ServiceRegistryApi,
 } from '../../core/services.js';
+import { lineageOf, MEMBER_SHARE, Shares } from '../../core/shares.js';
 import type { MessageSwitch } from '../../core/switch.js';
 import { FifoQueue } from './fifo.js';
 
@@ -55,6 +56,9 @@ interface Service {
   readonly maxQueuedBytes: number;
   /** Bytes of arguments of the calls added and not yet started. */
   queuedBytes: number;
+  /** The calls and bytes waiting, by the caller's subtree (see `callerChain`): no caller fills the queue for all. */
+  readonly waitingCalls: Shares;
+  readonly waitingBytes: Shares;
 }
 
 /**
@@ -112,6 +116,9 @@ export class ServiceRegistry implements ServiceRegistryApi {
       maxQueued,
       maxQueuedBytes,
       queuedBytes: 0,
+      // A caller's share starts below the whole queue, so that another caller always finds room.
+      waitingCalls: new Shares(Math.max(1, Math.floor(maxQueued * MEMBER_SHARE)), 1),
+      waitingBytes: new Shares(Math.floor(maxQueuedBytes * MEMBER_SHARE), MIN_HELD_SHARE),
     });
     return name as ServiceName<S>;
   }
@@ -200,6 +207,15 @@ export class ServiceRegistry implements ServiceRegistryApi {
         `service '${name}' in context '${this.router.name}' is busy: ${queue.pending} calls running and ${queue.size} waiting with ${service.queuedBytes} bytes of arguments (its maxQueued is ${maxQueued}, its maxQueuedBytes ${maxQueuedBytes}); try again later, or raise its concurrency or those limits`,
       );
     }
+    const chain = this.callerChain(message.src);
+    if (chain !== undefined) {
+      const full = service.waitingCalls.shortfall(chain, 1) ?? service.waitingBytes.shortfall(chain, bytes);
+      if (full !== undefined) {
+        throw busy(
+          `service '${name}' in context '${this.router.name}' is busy: ${queue.size} calls wait with ${service.queuedBytes} bytes of arguments, and those of '${this.router.nameOf(full.contextId)}' (id ${full.contextId}) and the contexts it started have their share of the queue (at most ${Math.round(MEMBER_SHARE * 100)}% of what their parent's may have, of maxQueued ${maxQueued} and maxQueuedBytes ${maxQueuedBytes}), so that one caller cannot fill it for all; try again later, or raise its concurrency or those limits`,
+        );
+      }
+    }
     const holding = this.router.holding(
       message.src,
       `the arguments of a call to ${method}() of service '${name}' waiting its turn`,
@@ -213,13 +229,33 @@ export class ServiceRegistry implements ServiceRegistryApi {
       );
     }
     service.queuedBytes += bytes;
+    if (chain !== undefined) {
+      service.waitingCalls.take(chain, 1);
+      service.waitingBytes.take(chain, bytes);
+    }
     message.forget();
     return queue.add(() => {
       service.queuedBytes -= bytes;
+      if (chain !== undefined) {
+        service.waitingCalls.give(chain, 1);
+        service.waitingBytes.give(chain, bytes);
+      }
       holding.close();
       const [, , args] = message.unpack(this.router) as ServiceRequest;
       return fn.apply(implementation, args);
     });
+  }
+
+  /**
+   * Whose share of a service's queue a call from `contextId` counts
+   * against: a descendant's and its ancestors' up to the child it is
+   * reached through; the contexts beyond the parent share one (the
+   * parent's); none for this context and its ancestors, who have authority
+   * over it (only the queue's own limits bound them).
+   */
+  private callerChain(contextId: number): number[] | undefined {
+    if (contextId === this.router.id || this.router.parentIds.includes(contextId)) return undefined;
+    return lineageOf(this.router, contextId) ?? [this.router.parentIds[0] ?? contextId];
   }
 
   /** The admission check of `policy`. */
