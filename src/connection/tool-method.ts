@@ -90,7 +90,8 @@ export function toolMethod<O extends NamedTarget>(spec: ToolMethodSpec<O>): Conn
       const env = spec.environment?.(options);
       const transport = spawnTransport(
         [tool, ...(await spec.command(options, argv, session, machine))],
-        env ? { env } : {},
+        // The tool runs as this account: its environment, not the one for another (spawnTransport's default).
+        { env: env ?? process.env },
         `${spec.program?.(options) ?? spec.name} on ${machine}`,
       );
       return {

@@ -1,0 +1,107 @@
+/**
+ * What a child takes on trust from the environment it was started with.
+ * That environment may be another account's: `su` without `-l` keeps the
+ * caller's PATH, TMP, TEMP, XDG_* and working directory (glibc drops
+ * TMPDIR for set-user-ID programs, not the others), and so do `sudo -E`
+ * and doas's keepenv. A child started that way as root, from an account
+ * that owns the directories those name, would otherwise run that
+ * account's programs, keep its files where that account can swap them,
+ * and resolve modules from its directory.
+ *
+ * So, as the core starts (before any call, and before the state calls
+ * are restored to is taken), each variable that names a place is kept
+ * only where it names a trusted place (private-directory.ts), the rest is
+ * taken out, and the child says so on its stderr (a log record in the
+ * master). Lists (PATH, NODE_PATH, XDG_*_DIRS) lose the entries that are
+ * not trusted, relative ones and empty ones (the working directory)
+ * included. A working directory that is not trusted is left for the home,
+ * else `/`.
+ */
+import { describeProblem, type PlaceOptions, placeProblem } from './private-directory.js';
+
+/** Variables naming one directory (a missing one passes where only root and this account could make it). */
+export const DIRECTORY_VARIABLES: readonly string[] = [
+  'HOME',
+  'TMPDIR',
+  'TMP',
+  'TEMP',
+  'XDG_CACHE_HOME',
+  'XDG_CONFIG_HOME',
+  'XDG_DATA_HOME',
+  'XDG_STATE_HOME',
+  'XDG_RUNTIME_DIR',
+];
+
+/** Variables naming directories, colon-separated. */
+export const LIST_VARIABLES: readonly string[] = ['PATH', 'NODE_PATH', 'XDG_CONFIG_DIRS', 'XDG_DATA_DIRS'];
+
+/**
+ * Takes out of `env` what names a place another account could change
+ * (see the module's comment).
+ * @param env the environment to change in place. Default `process.env`.
+ * @param options the account (default this process's effective user).
+ * @returns what was taken out: each variable changed, and in words what went, e.g.
+ *   `TMP=/home/bob/tmp (/home/bob/tmp is owned by another account (uid 1001))`.
+ */
+export function distrustInheritedPlaces(
+  env: NodeJS.ProcessEnv = process.env,
+  options: PlaceOptions = {},
+): { variable: string; text: string }[] {
+  const dropped: { variable: string; text: string }[] = [];
+  const check = { ...options, allowMissing: true };
+  for (const name of DIRECTORY_VARIABLES) {
+    const value = env[name];
+    if (value === undefined) continue;
+    const problem = placeProblem(value, check);
+    if (problem) {
+      delete env[name];
+      dropped.push({ variable: name, text: `${name}=${value} (${describeProblem(problem)})` });
+    }
+  }
+  for (const name of LIST_VARIABLES) {
+    const value = env[name];
+    if (value === undefined) continue;
+    const kept: string[] = [];
+    const left: string[] = [];
+    for (const entry of value.split(':')) {
+      if (entry === '') {
+        left.push('an empty entry (the working directory)');
+        continue;
+      }
+      const problem = placeProblem(entry, check);
+      if (problem) left.push(`${entry} (${describeProblem(problem)})`);
+      else kept.push(entry);
+    }
+    if (left.length === 0) continue;
+    env[name] = kept.join(':');
+    dropped.push({ variable: name, text: `from ${name}: ${left.join(', ')}` });
+  }
+  return dropped;
+}
+
+/**
+ * Leaves a working directory that is not a trusted place for the home
+ * (when that is one), else `/`.
+ * @returns what was done, in words, or undefined when the directory was kept.
+ */
+export function leaveUntrustedDirectory(options: PlaceOptions = {}): string | undefined {
+  let cwd: string;
+  try {
+    cwd = process.cwd();
+  } catch {
+    // Removed under it: nowhere to judge, and nothing relative can resolve there anyway.
+    cwd = '';
+  }
+  const problem = cwd === '' ? undefined : placeProblem(cwd, options);
+  if (cwd !== '' && !problem) return undefined;
+  const home = process.env.HOME;
+  for (const place of home && !placeProblem(home, options) ? [home, '/'] : ['/']) {
+    try {
+      process.chdir(place);
+      return `working directory ${cwd || '(removed)'} left for ${place}${problem ? ` (${describeProblem(problem)})` : ''}`;
+    } catch {
+      // Not enterable: the next.
+    }
+  }
+  return undefined;
+}
