@@ -6,11 +6,36 @@
 // the target's context makes there.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lchownSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type Context, Router } from 'tendril';
+import { type ConnectionMethod, type Context, type LocalOptions, Router } from 'tendril';
+import { checkPlace, localMethod, PLACES_FUNCTIONS, PLACES_PRELUDE } from '#dist/internal.js';
+import shellModule from './fixtures/user-method/shell.cjs';
+import { plantedCoreCache } from './support/planted-cache.js';
+import { tinyRuntimePackage } from './support/runtimes.js';
 import { sshLogin, startTestbed, type Testbed } from './support/testbed.js';
+
+/** The release of the small runtime shipped here (test/support/runtimes.ts). */
+const VERSION = '24.99.2';
+
+/** `local`, but the shell looks for Node as on a remote target, and may ask for one to be shipped. */
+const nodeless: ConnectionMethod<LocalOptions> = {
+  name: 'nodeless',
+  defaultNode: () => undefined,
+  start: (argv, options, session) => localMethod.start(argv, options, session),
+};
 
 /** The uid of `name`. */
 const uidOf = (name: string): number => Number(execFileSync('id', ['-u', name], { encoding: 'utf8' }).trim());
@@ -46,6 +71,34 @@ describe('places another account can change are never a context’s own', () => 
     return path;
   };
 
+  /** A directory of the test's own (root's) with `mode`: 0777 is one any account may rename entries in. */
+  const ownDirectory = (name: string, mode: number): string => {
+    const path = join(base, name);
+    mkdirSync(path);
+    chmodSync(path, mode);
+    return path;
+  };
+
+  /**
+   * Which directories on the way to `path` the attacker can rename (each
+   * one it could, it renamed back at once).
+   */
+  const renamable = (path: string): Promise<string[]> =>
+    attacker.call((target: string) => {
+      const fs = require('node:fs') as typeof import('node:fs');
+      const found: string[] = [];
+      for (let dir = require('node:path').dirname(target); dir !== '/'; dir = require('node:path').dirname(dir)) {
+        try {
+          fs.renameSync(dir, `${dir}.aside`);
+          fs.renameSync(`${dir}.aside`, dir);
+          found.push(dir);
+        } catch {
+          // Not the attacker's to rename: as it should be.
+        }
+      }
+      return found;
+    }, path);
+
   /** A file the attacker owns, with `mode`. */
   const attackerFile = (path: string, text: string, mode: number): string => {
     writeFileSync(path, text);
@@ -74,6 +127,77 @@ describe('places another account can change are never a context’s own', () => 
           .split('\n')
           .filter((line) => line !== '')
       : [];
+
+  test('the rule, in Node and in the shell alike, on places of root, of this account and of another', async () => {
+    const rules = ownDirectory('rules', 0o755);
+    const make = (name: string, mode: number, uid = 0): void => {
+      mkdirSync(join(rules, name));
+      chmodSync(join(rules, name), mode);
+      chownSync(join(rules, name), uid, uid);
+    };
+    const link = (name: string, to: string, uid = 0): void => {
+      symlinkSync(to, join(rules, name));
+      lchownSync(join(rules, name), uid, uid);
+    };
+    make('ok', 0o755);
+    writeFileSync(join(rules, 'ok', 'file'), '', { mode: 0o644 });
+    writeFileSync(join(rules, 'ok', 'open-file'), '');
+    chmodSync(join(rules, 'ok', 'open-file'), 0o666);
+    make('theirs', 0o755, attackerUid);
+    make('theirs/sub', 0o755);
+    make('open', 0o777);
+    make('group', 0o775);
+    make('sticky', 0o1777);
+    make('sticky/mine', 0o700);
+    make('sticky/theirs', 0o700, attackerUid);
+    link('sticky/their-link', '/usr', attackerUid);
+    link('into-theirs', 'theirs/sub');
+    link('to-ok', 'ok');
+    // [path, trusted by root, trusted by the attacker's account]
+    const cases: [string, boolean, boolean][] = [
+      ['ok', true, true],
+      ['ok/file', true, true],
+      ['ok/open-file', false, false],
+      ['theirs', false, true],
+      ['theirs/sub', false, true],
+      ['open', false, false],
+      ['group', false, false],
+      ['sticky', true, true],
+      ['sticky/mine', true, true],
+      ['sticky/theirs', false, true],
+      ['sticky/their-link', false, true],
+      ['into-theirs', false, true],
+      ['to-ok/../ok/file', true, true],
+      ['ok/missing', false, false],
+    ];
+    const script = `${PLACES_PRELUDE} ${PLACES_FUNCTIONS} for p do if _s "$p"; then echo yes; else echo no; fi; done`;
+    const paths = cases.map(([name]) => join(rules, name));
+    const shellSays = (run: (argv: string[]) => string): boolean[] =>
+      run(['/bin/sh', '-c', script, 'sh', ...paths])
+        .trim()
+        .split('\n')
+        .map((word) => word === 'yes');
+    const asRoot = shellSays((argv) => execFileSync(argv[0] as string, argv.slice(1), { encoding: 'utf8' }));
+    const asAttacker = shellSays((argv) =>
+      execFileSync(
+        'setpriv',
+        ['--reuid', String(attackerUid), '--regid', String(attackerUid), '--clear-groups', ...argv],
+        {
+          encoding: 'utf8',
+        },
+      ),
+    );
+    cases.forEach(([name, root, theirs], i) => {
+      const path = paths[i] as string;
+      assert.equal('real' in checkPlace(path, { uid: 0 }), root, `Node, for root: ${name}`);
+      assert.equal('real' in checkPlace(path, { uid: attackerUid }), theirs, `Node, for the attacker: ${name}`);
+      assert.equal(asRoot[i], root, `the shell, as root: ${name}`);
+      assert.equal(asAttacker[i], theirs, `the shell, as the attacker: ${name}`);
+    });
+    // A place that does not exist yet passes only where nobody else could make it.
+    assert.ok('real' in checkPlace(join(rules, 'ok', 'missing'), { uid: 0, allowMissing: true }));
+    assert.ok('problem' in checkPlace(join(rules, 'sticky', 'missing'), { uid: 0, allowMissing: true }));
+  });
 
   test("su keeping the attacker's TMP: the context tmpdir is made where the attacker cannot swap it", async () => {
     // Sticky, so that the attacker's own context keeps it (it is the attacker's alone), and anyone may write in it.
@@ -110,6 +234,73 @@ describe('places another account can change are never a context’s own', () => 
     assert.notEqual(swapped, 'swapped', `the attacker swapped ${dir}`);
     assert.ok(!dir.startsWith(`${evil}/`), `${dir} is in the attacker's TMPDIR`);
     await victim.shutdown();
+  });
+
+  test('a runtime cache below a directory another account may rename is passed over, by the shell and by an intermediate', async () => {
+    // XDG_CACHE_HOME names a directory of this account's (root's, 0700) in one any account may rename entries in.
+    const shared = ownDirectory('shared-runtimes', 0o777);
+    const xdg = join(shared, 'xdg');
+    mkdirSync(xdg, { mode: 0o700 });
+    const home = ownDirectory('home-runtimes', 0o700);
+    const tiny = tinyRuntimePackage(base, VERSION);
+    const shipping = new Router({
+      nodeRuntime: { directory: join(base, 'store'), tarballs: [tiny], version: VERSION },
+    });
+    try {
+      const env = { PATH: '/usr/bin:/bin', HOME: home, XDG_CACHE_HOME: xdg };
+      // The shell keeps the runtime it is sent, and runs it from there.
+      const shipped = await shipping.connect(nodeless, { nodeCandidates: ['/nonexistent/node'], env });
+      assert.equal(await shipped.call(() => process.env.TENDRIL_TINY_RUNTIME), VERSION);
+      // An intermediate running its own Node keeps the package for its children in its cache too.
+      const intermediate = await shipping.local({ env });
+      const child = await shipping.connect(shellModule.shell as ConnectionMethod<LocalOptions>, {
+        via: intermediate,
+        nodeCandidates: ['/nonexistent/node'],
+        runtimeDirectory: join(base, 'grandchild-runtimes'),
+      });
+      assert.equal(await child.call(() => process.env.TENDRIL_TINY_RUNTIME), VERSION);
+      // Where the shell and the intermediate kept it (the tiny runtime's node is a script that runs this Node).
+      const kept = execFileSync('find', [base, '-path', `*/${VERSION}-x64-*`, '-name', 'node*'], { encoding: 'utf8' })
+        .trim()
+        .split('\n');
+      assert.ok(kept.length >= 3, kept.join(', '));
+      for (const path of kept) {
+        assert.ok(!path.startsWith(`${shared}/`), `${path} was kept in a directory any account may rename`);
+        assert.deepEqual(await renamable(path), [], `another account could swap ${path}`);
+      }
+    } finally {
+      await shipping.shutdown();
+    }
+  });
+
+  test('the target code cache is neither written nor taken below a directory another account may rename', async () => {
+    // HOME names a directory of this account's (0700) in one any account may rename entries in.
+    const shared = ownDirectory('shared-code-cache', 0o777);
+    const home = join(shared, 'home');
+    mkdirSync(home, { mode: 0o700 });
+    const cached = new Router({ targetCodeCache: true });
+    // `node` from PATH, not the master's very binary by name: the parent sends no cache, the child looks for one.
+    const start = async () => {
+      const context = await cached.local({ env: { PATH: '/usr/bin:/bin', HOME: home }, nodePath: 'node' });
+      assert.equal(await context.call(() => 6 * 7), 42);
+      await context.shutdown();
+    };
+    try {
+      await start();
+      assert.ok(
+        !existsSync(join(home, '.cache', 'tendril')),
+        'a code cache was written where another account could swap it',
+      );
+      // What that account could put there by renaming in a tree of root's it was given: a cache of other code.
+      const marker = join(base, 'planted-code-cache-ran');
+      const planted = plantedCoreCache(marker);
+      mkdirSync(join(home, '.cache', 'tendril'), { recursive: true, mode: 0o700 });
+      writeFileSync(join(home, '.cache', 'tendril', planted.name), planted.data, { mode: 0o600 });
+      await start();
+      assert.ok(!existsSync(marker), 'the planted code cache ran');
+    } finally {
+      await cached.shutdown();
+    }
   });
 
   test("su keeping the attacker's PATH and NVM_BIN: the target account never runs the attacker's node", async () => {
