@@ -26,6 +26,7 @@ export {
 } from './connection/known-hosts.js';
 export { local as localMethod } from './connection/local.js';
 export { PASSWORD_PROMPT } from './connection/prompts.js';
+export { admitRuntimeRequests, restrictRuntimeRequests } from './connection/runtime-service.js';
 export { parseShipRequest, shippableArch } from './connection/runtime-shipping.js';
 export { bootstrapArgv } from './connection/shell.js';
 export { FIND_FUNCTIONS, PLACES_FUNCTIONS, PLACES_PRELUDE } from './connection/shell-places.js';
