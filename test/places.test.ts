@@ -20,7 +20,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type ConnectionMethod, type Context, type LocalOptions, Router } from 'tendril';
+import { BootstrapError, type ConnectionMethod, type Context, HostKeyError, type LocalOptions, Router } from 'tendril';
 import { checkPlace, localMethod, PLACES_FUNCTIONS, PLACES_PRELUDE } from '#dist/internal.js';
 import shellModule from './fixtures/user-method/shell.cjs';
 import { plantedCoreCache } from './support/planted-cache.js';
@@ -273,6 +273,28 @@ describe('places another account can change are never a context’s own', () => 
     }
   });
 
+  test("the master's runtime store below a directory another account may rename is refused, not shipped from", async () => {
+    const shared = ownDirectory('shared-store', 0o777);
+    const tiny = tinyRuntimePackage(base, VERSION);
+    const shipping = new Router({
+      nodeRuntime: { directory: join(shared, 'store'), tarballs: [tiny], version: VERSION },
+    });
+    try {
+      await assert.rejects(
+        shipping.connect(nodeless, {
+          nodeCandidates: ['/nonexistent/node'],
+          runtimeDirectory: join(base, 'unused-runtimes'),
+        }),
+        (error: unknown) =>
+          error instanceof BootstrapError &&
+          error.message.includes(`the master's runtime store ${join(shared, 'store')}`) &&
+          error.message.includes(`${shared} may be written by group or others`),
+      );
+    } finally {
+      await shipping.shutdown();
+    }
+  });
+
   test('the target code cache is neither written nor taken below a directory another account may rename', async () => {
     // HOME names a directory of this account's (0700) in one any account may rename entries in.
     const shared = ownDirectory('shared-code-cache', 0o777);
@@ -301,6 +323,31 @@ describe('places another account can change are never a context’s own', () => 
     } finally {
       await cached.shutdown();
     }
+  });
+
+  test("a known_hosts file another account can change vouches for no host key, and is never written through a link of that account's", async () => {
+    const theirs = attackerDirectory('ssh', 0o755);
+    // The attacker vouches for the key of its choosing (here the test bed's own, so that trusting it would connect).
+    const vouching = attackerFile(join(theirs, 'known_hosts'), readFileSync(bed.knownHosts, 'utf8'), 0o644);
+    await assert.rejects(
+      router.ssh({ ...sshLogin(bed), knownHostsFile: vouching }),
+      (error: unknown) =>
+        error instanceof HostKeyError &&
+        error.message.includes(`${vouching} was not read`) &&
+        /is owned by another account \(uid \d+\)/.test(error.message),
+    );
+    // accept-new records a new key: never through a link the attacker put where the file would be.
+    const victim = join(base, 'victim-file');
+    writeFileSync(victim, 'root’s own\n', { mode: 0o600 });
+    symlinkSync(victim, join(theirs, 'record'));
+    lchownSync(join(theirs, 'record'), attackerUid, attackerUid);
+    const accepted = await router.ssh({
+      ...sshLogin(bed),
+      knownHostsFile: join(theirs, 'record'),
+      hostKeyPolicy: 'accept-new',
+    });
+    await accepted.shutdown();
+    assert.equal(readFileSync(victim, 'utf8'), 'root’s own\n', 'the key was appended to the file the link named');
   });
 
   test("su keeping the attacker's PATH and NVM_BIN: the target account never runs the attacker's node", async () => {

@@ -6,9 +6,10 @@
  * are passed over unchecked, so a config valid for OpenSSH never fails here
  * on a directive tendril has no use for.
  */
-import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
+import { checkPlace, describeProblem } from '../../core/private-directory.js';
 import { expandTilde, expandTokens } from './expand.js';
 import { glob } from './glob.js';
 import { evaluateMatch, type MatchState } from './match.js';
@@ -282,9 +283,26 @@ const STRICT: Record<string, StrictHostKeyChecking> = {
 };
 const FLAG: Record<string, boolean> = { yes: true, true: true, no: false, false: false };
 
-/** A config file's text; with `checkPerm`, refused as OpenSSH refuses it when others could have written it. */
+/**
+ * A config file's text; with `checkPerm`, refused as OpenSSH refuses it
+ * when others could have written it, and when another account could
+ * change a directory on the way to it or a link it is reached through
+ * (core/private-directory.ts): such a file could name the hosts, users,
+ * keys and jump hosts of its choosing. Opened without blocking (a FIFO
+ * in its place reads as empty rather than hanging).
+ */
 function readChecked(file: string, checkPerm: boolean): string {
-  const fd = openSync(file, 'r');
+  let path = file;
+  if (checkPerm) {
+    const check = checkPlace(file);
+    if ('real' in check) path = check.real;
+    else if (check.problem.reason !== 'missing') {
+      throw new Error(
+        `bad owner or permissions on the ssh config ${file}: ${describeProblem(check.problem)}; it, and each directory and link on the way to it, must belong to you or root and not be writable by group or others (OpenSSH refuses a config others may write too)`,
+      );
+    }
+  }
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     if (checkPerm) {
       const stat = fstatSync(fd);
