@@ -9,7 +9,8 @@
  * The environment that shell runs in may be another account's (`su`
  * without `-l` keeps the caller's PATH, NVM_BIN and TMP), so it is
  * `/bin/sh` by its path (a PATH lookup, or an exported bash function
- * named `sh`, would be the caller's choice), and the Node it runs must
+ * named `sh`, would be the caller's choice; a container's method, whose
+ * target has its own environment, names `sh`), and the Node it runs must
  * pass the shell's place checks (shell-places.ts): a Node that another
  * account could replace (found through a PATH entry, NVM_BIN or HOME of
  * that account's) is passed over, and named in the message if no other
@@ -20,7 +21,7 @@
 import { FIND_FUNCTIONS, PLACES_FUNCTIONS, PLACES_PRELUDE, REFUSED_CANDIDATES, TOOLS_PATH } from './shell-places.js';
 import { type ShipStageOptions, shipStage } from './ship-stage.js';
 
-/** The shell every start command runs in, by its path (see the module's comment). */
+/** The shell a start command runs in unless its method says otherwise (`ConnectionMethod.shell`): by its path. */
 export const SHELL = '/bin/sh';
 
 /** How the shell goes on to a shipped runtime (see ship-stage.ts). */
@@ -106,16 +107,18 @@ const EXPLICIT_LOOKUP = `${MOVE_STREAM}; ${PLACES_PRELUDE} ${PLACES_FUNCTIONS} $
  * @param stage the first stage.
  * @param candidates shell words naming where to look (globs and `$HOME` allowed). Default `NODE_CANDIDATES`.
  * @param ship when a runtime may be shipped: how (undefined: `shipNode: 'never'`).
+ * @param shell the shell to run the script in (`ConnectionMethod.shell`). Default `SHELL`.
  */
 export function bootstrapArgv(
   node: readonly string[] | undefined,
   stage: string,
   candidates: readonly string[] = NODE_CANDIDATES,
   ship?: ShipOptions,
+  shell = SHELL,
 ): string[] {
-  if (node === undefined) return [SHELL, '-c', discover(candidates, ship), 'tendril', '-e', stage];
+  if (node === undefined) return [shell, '-c', discover(candidates, ship), 'tendril', '-e', stage];
   const script = node[0]?.includes('/') === false ? EXPLICIT_LOOKUP : EXPLICIT;
-  return [SHELL, '-c', script, 'tendril', ...node, '-e', stage];
+  return [shell, '-c', script, 'tendril', ...node, '-e', stage];
 }
 
 /** Quotes one word for a POSIX shell (and for fish and csh-family shells, given no `!` or newline). */

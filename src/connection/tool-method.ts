@@ -81,6 +81,8 @@ export function toolMethod<O extends NamedTarget>(spec: ToolMethodSpec<O>): Conn
     ...(spec.checkOptions && { checkOptions: (options: O, where: string) => spec.checkOptions?.(options, where) }),
     ...(spec.sameMachine && { sameMachine: true }),
     ...(spec.localStream && { localStream: (options: O) => spec.localStream?.(options) === true }),
+    // The target (a container, a chroot, a remote reached by a command) finds sh on its own PATH.
+    shell: 'sh',
     defaultNode: () => undefined,
     async start(argv: string[], options: O, session: Session) {
       const machine = hostname();
