@@ -392,13 +392,19 @@ describe('places another account can change are never a context’s own', () => 
         PS4: `$(id -un | sed 's/^/PS4 /' >> ${ran})`,
         NODE_OPTIONS: `--require ${join(home, 'require.js')}`,
         'BASH_FUNC_sh%%': `() { id -un | sed 's/^/function /' >> ${ran}; }`,
+        // Where the context's container tools would look for their daemon and their configuration.
+        DOCKER_HOST: `unix://${join(home, 'docker.sock')}`,
+        KUBECONFIG: join(home, 'kubeconfig'),
+        DOCKER_CONFIG: home,
       },
       home,
     );
     const [user, cwd, env] = await victim.call(() => [
       require('node:os').userInfo().username as string,
       process.cwd(),
-      Object.keys(process.env).filter((name) => /^(BASH_ENV|SHELLOPTS|PS4|NODE_OPTIONS|BASH_FUNC_)/.test(name)),
+      Object.keys(process.env).filter((name) =>
+        /^(BASH_ENV|SHELLOPTS|PS4|NODE_OPTIONS|BASH_FUNC_|DOCKER_HOST|KUBECONFIG$|DOCKER_CONFIG)/.test(name),
+      ),
     ]);
     assert.equal(user, bed.accounts.target.name);
     // A bare name resolved from the working directory would now find the attacker's package.

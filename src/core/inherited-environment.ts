@@ -12,9 +12,13 @@
  * are restored to is taken), each variable that names a place is kept
  * only where it names a trusted place (private-directory.ts), the rest is
  * taken out, and the child says so on its stderr (a log record in the
- * master). Lists (PATH, NODE_PATH, XDG_*_DIRS) lose the entries that are
- * not trusted, relative ones and empty ones (the working directory)
- * included. A working directory that is not trusted is left for the home,
+ * master). Lists (PATH, NODE_PATH, XDG_*_DIRS, KUBECONFIG) lose the
+ * entries that are not trusted, relative ones and empty ones (the working
+ * directory) included. The container tools' daemons (DOCKER_HOST,
+ * CONTAINER_HOST as `unix://` sockets) and DOCKER_CONFIG are judged too.
+ * SSH_AUTH_SOCK is kept: passing an agent on is deliberate (`sudo
+ * --preserve-env=SSH_AUTH_SOCK`), and an agent holds only the keys its
+ * owner offers; it never receives a secret of this account's. A working directory that is not trusted is left for the home,
  * else `/`.
  */
 import { describeProblem, type PlaceOptions, placeProblem } from './private-directory.js';
@@ -32,8 +36,26 @@ export const DIRECTORY_VARIABLES: readonly string[] = [
   'XDG_RUNTIME_DIR',
 ];
 
-/** Variables naming directories, colon-separated. */
-export const LIST_VARIABLES: readonly string[] = ['PATH', 'NODE_PATH', 'XDG_CONFIG_DIRS', 'XDG_DATA_DIRS'];
+/** The PATH a context is left with when none of its own entries may be trusted. */
+const SYSTEM_PATH = ['/usr/bin', '/bin'];
+
+/** Variables naming directories, colon-separated; KUBECONFIG names files, which are judged alike. */
+export const LIST_VARIABLES: readonly string[] = [
+  'PATH',
+  'NODE_PATH',
+  'XDG_CONFIG_DIRS',
+  'XDG_DATA_DIRS',
+  'KUBECONFIG',
+];
+
+/**
+ * Variables naming the daemon a container tool talks to (`unix://` and a
+ * socket's path; any other address is kept), and the tools' own
+ * configuration directories: one another account could change would
+ * choose what the context's containers are.
+ */
+export const SOCKET_VARIABLES: readonly string[] = ['DOCKER_HOST', 'CONTAINER_HOST'];
+export const CONFIG_VARIABLES: readonly string[] = ['DOCKER_CONFIG'];
 
 /**
  * Takes out of `env` what names a place another account could change
@@ -49,7 +71,17 @@ export function distrustInheritedPlaces(
 ): { variable: string; text: string }[] {
   const dropped: { variable: string; text: string }[] = [];
   const check = { ...options, allowMissing: true };
-  for (const name of DIRECTORY_VARIABLES) {
+  for (const name of SOCKET_VARIABLES) {
+    const value = env[name];
+    const socket = value?.startsWith('unix://') ? value.slice('unix://'.length) : undefined;
+    if (socket === undefined) continue;
+    const problem = placeProblem(socket, { ...options, allowMissing: true, anyModeAtEnd: true });
+    if (problem) {
+      delete env[name];
+      dropped.push({ variable: name, text: `${name}=${value} (${describeProblem(problem)})` });
+    }
+  }
+  for (const name of [...DIRECTORY_VARIABLES, ...CONFIG_VARIABLES]) {
     const value = env[name];
     if (value === undefined) continue;
     const problem = placeProblem(value, check);
@@ -73,7 +105,10 @@ export function distrustInheritedPlaces(
       else kept.push(entry);
     }
     if (left.length === 0) continue;
-    env[name] = kept.join(':');
+    // An empty PATH would name the working directory; an empty list of anything else, nothing.
+    if (name === 'PATH' && kept.length === 0) kept.push(...SYSTEM_PATH.filter((entry) => !placeProblem(entry, check)));
+    if (kept.length > 0) env[name] = kept.join(':');
+    else delete env[name];
     dropped.push({ variable: name, text: `from ${name}: ${left.join(', ')}` });
   }
   return dropped;

@@ -102,6 +102,12 @@ export interface PlaceOptions {
    * would be made in admits no other account. Default false.
    */
   allowMissing?: boolean;
+  /**
+   * Whether the last entry's mode is left unjudged (only its owner is): for
+   * a socket, whose write permission lets others connect to it, not
+   * replace it. Default false.
+   */
+  anyModeAtEnd?: boolean;
 }
 
 /** The physical path a trusted place resolved to, or what is wrong with it. */
@@ -119,14 +125,14 @@ export function checkPlace(path: string, options: PlaceOptions = {}): PlaceCheck
   if (!path.startsWith('/')) return problem(path, -1, 'not-absolute', 'is not an absolute path');
   if (uid === undefined) return { real: path };
   try {
-    return walk(path, uid, options.allowMissing === true);
+    return walk(path, uid, options.allowMissing === true, options.anyModeAtEnd === true);
   } catch (error) {
     // Changed while it was walked (a directory removed, a link replaced).
     return problem(path, -1, 'unusable', `cannot be examined (${(error as Error).message})`);
   }
 }
 
-function walk(path: string, uid: number, allowMissing: boolean): PlaceCheck {
+function walk(path: string, uid: number, allowMissing: boolean, anyModeAtEnd: boolean): PlaceCheck {
   let stats: fs.Stats;
   try {
     stats = fs.lstatSync('/');
@@ -175,7 +181,12 @@ function walk(path: string, uid: number, allowMissing: boolean): PlaceCheck {
       continue;
     }
     const broken = ruleBroken(next, entry, uid);
-    if (broken) return { problem: broken };
+    if (
+      broken &&
+      !(anyModeAtEnd && broken.reason === 'writable' && pending.every((part) => part === '' || part === '.'))
+    ) {
+      return { problem: broken };
+    }
     real = next;
     stats = entry;
   }
