@@ -236,6 +236,19 @@ describe('places another account can change are never a context’s own', () => 
     await victim.shutdown();
   });
 
+  test('the context tmpdir passes over a TMPDIR another account owns, whenever it is set', async () => {
+    const evil = attackerDirectory('tmp-set-later', 0o1777);
+    const context = await router.local();
+    // Set by code in the context (the environment it started with was judged as it started).
+    const dir = await context.call((path: string) => {
+      process.env.TMPDIR = path;
+      return require('tendril/child').thisContext().tmpdir() as string;
+    }, evil);
+    assert.ok(!dir.startsWith(`${evil}/`), `${dir} is in a directory another account owns`);
+    assert.deepEqual(await renamable(join(dir, 'x')), [], `another account could swap ${dir}`);
+    await context.shutdown();
+  });
+
   test('a runtime cache below a directory another account may rename is passed over, by the shell and by an intermediate', async () => {
     // XDG_CACHE_HOME names a directory of this account's (root's, 0700) in one any account may rename entries in.
     const shared = ownDirectory('shared-runtimes', 0o777);
