@@ -21,7 +21,7 @@ import {
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { BootstrapError, type ConnectionMethod, type Context, HostKeyError, type LocalOptions, Router } from 'tendril';
-import { checkPlace, localMethod, PLACES_FUNCTIONS, PLACES_PRELUDE } from '#dist/internal.js';
+import { checkPlace, distrustInheritedPlaces, localMethod, PLACES_FUNCTIONS, PLACES_PRELUDE } from '#dist/internal.js';
 import shellModule from './fixtures/user-method/shell.cjs';
 import { plantedCoreCache } from './support/planted-cache.js';
 import { tinyRuntimePackage } from './support/runtimes.js';
@@ -197,6 +197,22 @@ describe('places another account can change are never a context’s own', () => 
     // A place that does not exist yet passes only where nobody else could make it.
     assert.ok('real' in checkPlace(join(rules, 'ok', 'missing'), { uid: 0, allowMissing: true }));
     assert.ok('problem' in checkPlace(join(rules, 'sticky', 'missing'), { uid: 0, allowMissing: true }));
+  });
+
+  test('a hostile environment costs a bounded time and says a bounded amount', () => {
+    // 2 MiB of PATH (as much as the kernel passes), half of it entries of the attacker's.
+    const theirs = attackerDirectory('many', 0o755);
+    const entries = Array.from({ length: 100_000 }, (_, i) => (i % 2 ? `${theirs}/${i}` : `/no-such-${i}`));
+    const env: NodeJS.ProcessEnv = { PATH: entries.join(':'), TMP: `${theirs}/${'x'.repeat(100_000)}` };
+    const started = performance.now();
+    const dropped = distrustInheritedPlaces(env, { uid: 0 });
+    const took = performance.now() - started;
+    assert.ok(took < 2000, `took ${took} ms`);
+    const said = dropped.map(({ text }) => text).join('; ');
+    assert.ok(said.length < 16 * 1024, `said ${said.length} characters`);
+    assert.match(said, /and \d+ more/);
+    assert.equal(env.TMP, undefined);
+    assert.ok(!(env.PATH as string).includes(theirs), 'an entry of the attacker’s was kept');
   });
 
   test("su keeping the attacker's TMP: the context tmpdir is made where the attacker cannot swap it", async () => {

@@ -36,6 +36,20 @@ export const DIRECTORY_VARIABLES: readonly string[] = [
   'XDG_RUNTIME_DIR',
 ];
 
+/** Most entries of one list said, and characters of one value or path. */
+const MAX_SAID = 16;
+/** Most entries of one list judged (each costs a few lstat calls); the rest are left out. */
+const MAX_ENTRIES = 256;
+const MAX_SAID_LENGTH = 256;
+
+/**
+ * `text` cut to `MAX_SAID_LENGTH` characters, as a copy (a slice would keep
+ * the whole value alive): the environment is its caller's to fill.
+ */
+function brief(text: string): string {
+  return text.length <= MAX_SAID_LENGTH ? text : `${text.slice(0, MAX_SAID_LENGTH).split('').join('')}...`;
+}
+
 /** The PATH a context is left with when none of its own entries may be trusted. */
 const SYSTEM_PATH = ['/usr/bin', '/bin'];
 
@@ -73,12 +87,12 @@ export function distrustInheritedPlaces(
   const check = { ...options, allowMissing: true };
   for (const name of SOCKET_VARIABLES) {
     const value = env[name];
-    const socket = value?.startsWith('unix://') ? value.slice('unix://'.length) : undefined;
-    if (socket === undefined) continue;
+    if (value === undefined || !value.startsWith('unix://')) continue;
+    const socket = value.slice('unix://'.length);
     const problem = placeProblem(socket, { ...options, allowMissing: true, anyModeAtEnd: true });
     if (problem) {
       delete env[name];
-      dropped.push({ variable: name, text: `${name}=${value} (${describeProblem(problem)})` });
+      dropped.push({ variable: name, text: `${name}=${brief(value)} (${brief(describeProblem(problem))})` });
     }
   }
   for (const name of [...DIRECTORY_VARIABLES, ...CONFIG_VARIABLES]) {
@@ -87,28 +101,35 @@ export function distrustInheritedPlaces(
     const problem = placeProblem(value, check);
     if (problem) {
       delete env[name];
-      dropped.push({ variable: name, text: `${name}=${value} (${describeProblem(problem)})` });
+      dropped.push({ variable: name, text: `${name}=${brief(value)} (${brief(describeProblem(problem))})` });
     }
   }
   for (const name of LIST_VARIABLES) {
     const value = env[name];
     if (value === undefined) continue;
+    const entries = value.split(':');
     const kept: string[] = [];
     const left: string[] = [];
-    for (const entry of value.split(':')) {
-      if (entry === '') {
-        left.push('an empty entry (the working directory)');
-        continue;
+    let unsaid = 0;
+    const leave = (text: () => string) => {
+      if (left.length < MAX_SAID) left.push(text());
+      else unsaid++;
+    };
+    entries.forEach((entry, i) => {
+      if (entry === '') leave(() => 'an empty entry (the working directory)');
+      else if (i >= MAX_ENTRIES) leave(() => `${brief(entry)} (past the first ${MAX_ENTRIES} entries)`);
+      else {
+        const problem = placeProblem(entry, check);
+        if (problem) leave(() => `${brief(entry)} (${brief(describeProblem(problem))})`);
+        else kept.push(entry);
       }
-      const problem = placeProblem(entry, check);
-      if (problem) left.push(`${entry} (${describeProblem(problem)})`);
-      else kept.push(entry);
-    }
-    if (left.length === 0) continue;
+    });
+    if (kept.length === entries.length) continue;
     // An empty PATH would name the working directory; an empty list of anything else, nothing.
     if (name === 'PATH' && kept.length === 0) kept.push(...SYSTEM_PATH.filter((entry) => !placeProblem(entry, check)));
     if (kept.length > 0) env[name] = kept.join(':');
     else delete env[name];
+    if (unsaid > 0) left.push(`and ${unsaid} more`);
     dropped.push({ variable: name, text: `from ${name}: ${left.join(', ')}` });
   }
   return dropped;
