@@ -69,6 +69,7 @@ export const LIST_VARIABLES: readonly string[] = [
  * choose what the context's containers are.
  */
 export const SOCKET_VARIABLES: readonly string[] = ['DOCKER_HOST', 'CONTAINER_HOST'];
+/** The container tools' configuration directories, judged as the directory variables are. */
 export const CONFIG_VARIABLES: readonly string[] = ['DOCKER_CONFIG'];
 
 /**
