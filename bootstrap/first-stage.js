@@ -21,7 +21,9 @@
 // stays under 1 KiB) looks for the cache in this account's cache
 // directory (src/core/target-code-cache.ts writes it). V8 does not check a
 // cache against tampering, so it is taken only from directories that are
-// this account's alone, from the home (or XDG_CACHE_HOME) down, and only a
+// this account's alone, from the home (or XDG_CACHE_HOME) down, below
+// directories no other account can change (each root's or this account's,
+// writable by no one else unless sticky), by its physical path, and only a
 // regular file of this account's, with one link, that no one else may
 // write, opened without following a link and non-blocking (a FIFO cannot
 // hang the start). Only net and vm are loaded here (fs for the cache, zlib
@@ -80,9 +82,19 @@
           const u = p.geteuid();
           // This account's, and no one else may write it (18 is 0o022; a symlink, mode 0777, never is).
           const own = (st) => st.uid === u && (st.mode & 18) === 0;
-          // Every directory from the root down, then the file itself, not followed if it is a link.
-          if (own(f.statSync(root)) && (xdg || own(f.lstatSync(root + '/.cache'))) && own(f.lstatSync(dir))) {
-            const d = f.openSync(options.cacheFile, k.O_RDONLY | k.O_NONBLOCK | k.O_NOFOLLOW);
+          // The directory by its physical path, then each one above it up to /: root's or this account's,
+          // and writable by no one else unless sticky (512 is 0o1000), so no other account can swap it.
+          let a = f.realpathSync(dir);
+          const c = a + options.cacheFile.slice(dir.length);
+          let ok = own(f.lstatSync(a)) && (xdg || own(f.lstatSync(a.slice(0, a.lastIndexOf('/')))));
+          while (ok && a.length > 1) {
+            a = a.slice(0, a.lastIndexOf('/')) || '/';
+            const st = f.lstatSync(a);
+            ok = (st.uid === 0 || st.uid === u) && ((st.mode & 18) === 0 || (st.mode & 512) > 0);
+          }
+          // Then the file itself, not followed if it is a link.
+          if (ok) {
+            const d = f.openSync(c, k.O_RDONLY | k.O_NONBLOCK | k.O_NOFOLLOW);
             try {
               const st = f.fstatSync(d);
               if (st.isFile() && own(st) && st.nlink === 1 && st.size < 1 << 24) {

@@ -75,6 +75,7 @@ export {
 } from './core/errors.js';
 export { NativeModuleError } from './core/importer.js';
 export type { LogRecord } from './core/log.js';
+export { type PlaceProblem, type PlaceReason, UnsafePlaceError } from './core/private-directory.js';
 export type { Receiver, ReceiverOptions } from './core/receiver.js';
 export type { Selected } from './core/select.js';
 export { Select } from './core/select.js';

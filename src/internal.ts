@@ -11,6 +11,7 @@
 // First, as in index.ts: shared by both entries, the check leads the chunk they share.
 import './master/installed.js';
 
+export { becomeEnvironment } from './connection/become-environment.js';
 export { DEFAULT_CONNECT_TIMEOUT } from './connection/bootstrap.js';
 export {
   fingerprint,
@@ -25,8 +26,10 @@ export {
 } from './connection/known-hosts.js';
 export { local as localMethod } from './connection/local.js';
 export { PASSWORD_PROMPT } from './connection/prompts.js';
+export { admitRuntimeRequests, restrictRuntimeRequests } from './connection/runtime-service.js';
 export { parseShipRequest, shippableArch } from './connection/runtime-shipping.js';
 export { bootstrapArgv } from './connection/shell.js';
+export { FIND_FUNCTIONS, PLACES_FUNCTIONS, PLACES_PRELUDE } from './connection/shell-places.js';
 export {
   type JumpHost,
   MAX_JUMP_HOPS,
@@ -43,8 +46,10 @@ export { DEFAULT_MAX_MESSAGE_SIZE, encodeFrame, FrameDecoder } from './core/fram
 export { compileFunction } from './core/function-source.js';
 export { ITEM_OVERHEAD } from './core/holdings.js';
 export { IdPool } from './core/ids.js';
+export { distrustInheritedPlaces } from './core/inherited-environment.js';
 export { FLAG_DEAD, HEADER_SIZE, Message } from './core/message.js';
 export { MAX_SPECS_PER_REQUEST, MAX_WAITING_MODULE_REQUESTS } from './core/module-protocol.js';
+export { checkPlace, privateDirectory, temporaryDirectory } from './core/private-directory.js';
 export { ALLOCATE_ID_SPEC } from './core/protocol/allocate-id.js';
 export { CALL_FUNCTION_SPEC } from './core/protocol/call-function.js';
 export { integer } from './core/protocol/check.js';

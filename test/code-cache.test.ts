@@ -15,7 +15,6 @@ import {
   mkdirSync,
   mkdtempSync,
   readdirSync,
-  readFileSync,
   rmSync,
   statSync,
   utimesSync,
@@ -24,12 +23,10 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import * as vm from 'node:vm';
-import { inflateRawSync } from 'node:zlib';
 import { type Context, Router } from 'tendril';
 import shellModule from './fixtures/user-method/shell.cjs';
 import { nodeBinary } from './support/nodes.js';
-import { ROOT } from './support/procs.js';
+import { plantedCoreCache } from './support/planted-cache.js';
 
 const NOBODY = 65534;
 
@@ -168,17 +165,7 @@ describe("the core's code cache on targets", () => {
     // What a user could leave for a root context whose HOME still names the user's home: a code
     // cache of other code, of the core's length (all V8 compares of the source), that marks when it runs.
     const marker = join(work, 'planted-cache-ran');
-    const core = inflateRawSync(readFileSync(join(ROOT, 'dist', 'bootstrap', 'core.deflate'))).toString();
-    const payload = `require('fs').writeFileSync(${JSON.stringify(marker)}, 'ran');`;
-    const planted = new vm.Script(`${payload}/*${'x'.repeat(core.length - payload.length - 4)}*/`, {
-      filename: 'tendril:core',
-    }).createCachedData();
-    const key = /core-([0-9a-f]{16})-/.exec(
-      readFileSync(join(ROOT, 'dist', 'bootstrap', 'first-stage-cache.js'), 'utf8'),
-    )?.[1];
-    let hash = 0;
-    for (const ch of process.execPath) hash = (hash * 31 + ch.charCodeAt(0)) | 0;
-    const name = `core-${key}-${process.version}-${process.arch}-${(hash >>> 0).toString(36)}.v8`;
+    const { data: planted, name } = plantedCoreCache(marker);
 
     const foreign = newHome();
     mkdirSync(cacheDir(foreign), { recursive: true, mode: 0o700 });

@@ -51,7 +51,7 @@ describe('package', () => {
       'joinListener',
       'serviceName',
     ]);
-    assert.equal(errors.length, 35, errors.join(', '));
+    assert.equal(errors.length, 36, errors.join(', '));
     for (const name of errors) assert.ok((tendril as Record<string, unknown>)[name] instanceof Function, name);
     assert.deepEqual(Object.keys(await import('tendril/child')).sort(), ['callSignal', 'serviceName', 'thisContext']);
   });

@@ -64,6 +64,7 @@ const QUICK = [
   'receiver-bounds',
   'router-pair',
   'routing',
+  'runtime-requests',
   'senders',
   'ssh-config',
   'terminal-escapes',

@@ -406,7 +406,7 @@ async function launch<O extends CommonOptions>(
         ? { always: shipNode === 'always', discard: eager ? 4 + core.length : 0, directory: options.runtimeDirectory }
         : undefined;
     const starting = Promise.resolve().then(() =>
-      method.start(bootstrapArgv(node, stage, options.nodeCandidates, ship), options, session),
+      method.start(bootstrapArgv(node, stage, options.nodeCandidates, ship, method.shell), options, session),
     );
     const transport = await claim(
       starting,

@@ -1,7 +1,14 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { closeSync, mkdirSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { openRegularFile, readRegularFile } from '../core/regular-file.js';
+import { closeSync, constants, fstatSync, mkdirSync, openSync, writeSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import {
+  checkPlace,
+  effectiveUid,
+  type PlaceProblem,
+  trustedPath,
+  UnsafePlaceError,
+} from '../core/private-directory.js';
+import { readRegularFile } from '../core/regular-file.js';
 
 /**
  * OpenSSH known_hosts files: parsing, matching and recording, with
@@ -133,21 +140,34 @@ export function verifyHostKeyAs(entries: KnownHostEntry[], name: string, blob: B
   return { status: 'unknown' };
 }
 
+/** Largest known_hosts file read: 64 MiB, the keys of some hundred thousand hosts. */
+const MAX_KNOWN_HOSTS_BYTES = 64 * 1024 * 1024;
+
+/** What a refusal of a known_hosts file says to do. */
+const KNOWN_HOSTS_ADVICE =
+  'keep known_hosts files where only root and this account can change them (they vouch for host keys), or name one that is with the knownHostsFile option';
+
 /**
- * Reads a known_hosts file; a missing file (or `/dev/null`) is an empty
- * one. Entries carry the file's path. A link is followed, as OpenSSH
- * follows it; anything but a regular file (a FIFO would block this
- * context for good) is refused.
+ * Reads a known_hosts file; a missing file is an empty one. Entries carry
+ * the file's path. Only a file no other account can change is read (it,
+ * each directory on the way and each link followed root's or this
+ * account's, none writable by group or others but a sticky directory:
+ * core/private-directory.ts), as one that could be would let that
+ * account vouch for any host key; it is opened without blocking and must
+ * be a regular file.
+ * @throws UnsafePlaceError when another account could change it; Error from the file system otherwise.
  */
 export function readKnownHosts(path: string): KnownHostEntry[] {
+  // `UserKnownHostsFile /dev/null`: nothing known, as OpenSSH knows nothing.
   if (path === '/dev/null') return [];
-  try {
-    const text = readRegularFile(path, { follow: true }).toString('utf8');
-    return parseKnownHosts(text).map((entry) => ({ ...entry, file: path }));
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw error;
+  const check = checkPlace(path);
+  if ('problem' in check) {
+    if (check.problem.reason === 'missing') return [];
+    throw new UnsafePlaceError(`the known_hosts file ${path}`, check.problem, KNOWN_HOSTS_ADVICE);
   }
+  // Without blocking (a FIFO would stop this context for good), a regular file only.
+  const text = readRegularFile(check.real, { maxBytes: MAX_KNOWN_HOSTS_BYTES }).toString('utf8');
+  return parseKnownHosts(text).map((entry) => ({ ...entry, file: path }));
 }
 
 /**
@@ -160,19 +180,44 @@ export function hashHostName(name: string, salt: Buffer = randomBytes(20)): stri
 
 /**
  * Records a host's key in a known_hosts file, as `accept-new` does,
- * creating the file (mode 0600) and its directory (0700) if needed.
+ * creating the file (mode 0600) and its directory (0700) if needed. The
+ * file must be a trusted place as `readKnownHosts` requires, and this
+ * account's; it is appended to by its physical path, never through a
+ * link another account could have put there.
  * @param name the name to record: `hostKeyName(host, port)` or a HostKeyAlias.
  * @param hash true to record the name hashed (HashKnownHosts).
- * @throws Error from the file system when the file cannot be written.
+ * @throws UnsafePlaceError when another account could change the file or its directory; Error from the file system when it cannot be written.
  */
 export function recordHostKey(path: string, name: string, blob: Buffer, hash = false): void {
   // `UserKnownHostsFile /dev/null`: nothing is kept, as OpenSSH keeps nothing.
   if (path === '/dev/null') return;
+  const what = `the known_hosts file ${path}`;
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  // Appended to a regular file only (a link to one followed): a FIFO there would block this context for good.
-  const { fd } = openRegularFile(path, { append: true, follow: true, mode: 0o600 });
+  const existing = checkPlace(path);
+  let real: string;
+  if ('real' in existing) real = existing.real;
+  else if (existing.problem.reason === 'missing')
+    real = join(trustedPath(dirname(path), what, KNOWN_HOSTS_ADVICE), basename(path));
+  else throw new UnsafePlaceError(what, existing.problem, KNOWN_HOSTS_ADVICE);
+  const flags =
+    constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+  const fd = openSync(real, flags, 0o600);
   try {
-    writeSync(fd, `${hash ? hashHostName(name) : name} ${keyTypeOf(blob)} ${blob.toString('base64')}\n`);
+    const stats = fstatSync(fd);
+    const uid = effectiveUid();
+    const wrong: PlaceProblem | undefined = !stats.isFile()
+      ? { path: real, owner: stats.uid, reason: 'unusable', detail: 'is not a regular file' }
+      : uid !== undefined && (stats.uid !== uid || (stats.mode & 0o022) !== 0)
+        ? {
+            path: real,
+            owner: stats.uid,
+            reason: stats.uid !== uid ? 'owner' : 'writable',
+            detail: 'is not this account’s alone',
+          }
+        : undefined;
+    if (wrong) throw new UnsafePlaceError(what, wrong, KNOWN_HOSTS_ADVICE);
+    const line = Buffer.from(`${hash ? hashHostName(name) : name} ${keyTypeOf(blob)} ${blob.toString('base64')}\n`);
+    for (let written = 0; written < line.length; ) written += writeSync(fd, line, written);
   } finally {
     closeSync(fd);
   }

@@ -1,5 +1,6 @@
 import { type SpawnOptions, spawn } from 'node:child_process';
 import { hostname } from 'node:os';
+import { becomeEnvironment } from './become-environment.js';
 import type { CommonOptions } from './bootstrap.js';
 import type { ConnectionMethod, Transport } from './method.js';
 import { COMMON_OPTIONS, optionNames } from './method-options.js';
@@ -16,7 +17,12 @@ export interface LocalOptions extends CommonOptions {
 /**
  * Runs `argv` on this machine with stdin, stdout and stderr as pipes: the
  * transport of `local` and of the methods that wrap a local command
- * (sudo, su, doas).
+ * (sudo, su, doas, and the container tools).
+ * @param options `env`: the command's environment. Default: this
+ *   context's, without what would make another account's shell or Node
+ *   run code of its choosing (`becomeEnvironment()`), as sudo, su and
+ *   doas start the child as another account; `local` and the container
+ *   tools pass theirs. `cwd`: its working directory (default this context's).
  */
 export function spawnTransport(
   argv: readonly string[],
@@ -25,7 +31,7 @@ export function spawnTransport(
 ): Transport {
   const child = spawn(argv[0] as string, argv.slice(1), {
     stdio: ['pipe', 'pipe', 'pipe'],
-    env: options.env ?? process.env,
+    env: options.env ?? becomeEnvironment(),
     ...(options.cwd !== undefined && { cwd: options.cwd }),
   });
   const { stdin, stdout, stderr } = child;
@@ -45,7 +51,12 @@ export const local: ConnectionMethod<LocalOptions> = {
   localStream: () => true,
   defaultNode: () => [process.execPath],
   start(argv, options, session) {
-    const transport = spawnTransport(argv, options as Pick<SpawnOptions, 'env' | 'cwd'>, 'local');
+    // The starting context's own environment, unless the options give one: the child runs as the same account.
+    const transport = spawnTransport(
+      argv,
+      { env: options.env ?? process.env, ...(options.cwd !== undefined && { cwd: options.cwd }) },
+      'local',
+    );
     if (transport.process.pid !== undefined) session.describe(`local.${transport.process.pid}@${hostname()}`);
     return transport;
   },

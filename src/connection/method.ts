@@ -102,6 +102,16 @@ export interface ConnectionMethod<Options> {
    */
   localStream?(options: Options): boolean;
   /**
+   * How the start command names the POSIX shell it runs in. Default
+   * `'/bin/sh'`, by its path: the environment a command such as `su`
+   * gives it may be another account's, whose PATH (or an exported bash
+   * function named `sh`) would otherwise choose the shell. `'sh'` looks it
+   * up on the target's own PATH, for methods whose target has an
+   * environment of its own that no other account sets (a container's
+   * image, which may keep its shell elsewhere: `/busybox/sh`).
+   */
+  readonly shell?: string;
+  /**
    * The prompts this attempt may have to answer. When defined, the core is
    * sent only once the interpreter has announced itself, so a password
    * prompt can never read it.

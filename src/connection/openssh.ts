@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { milliseconds, text } from '../core/options.js';
+import { temporaryDirectory } from '../core/private-directory.js';
 import type { CommonOptions } from './bootstrap.js';
 import {
   AuthenticationError,
@@ -209,9 +209,16 @@ interface Askpass {
   close(): void;
 }
 
-/** A one-time socket in a private directory that answers ssh's askpass prompts with the secret asked for. */
+/**
+ * A one-time socket in a private directory that answers ssh's askpass
+ * prompts with the secret asked for. The directory is made where no other
+ * account can swap it (core/private-directory.ts): one that could would
+ * put its own socket in its place and answer ssh's questions itself
+ * (a host key's confirmation among them).
+ * @throws UnsafePlaceError when no temporary directory will do.
+ */
 function startAskpass(password: string | undefined, passphrase: string | undefined): Promise<Askpass> {
-  const dir = mkdtempSync(join(tmpdir(), 'tendril-askpass-'));
+  const dir = mkdtempSync(join(temporaryDirectory("the openssh method's askpass directory"), 'tendril-askpass-'));
   const path = join(dir, 'socket');
   const asked = { password: 0, passphrase: 0 };
   const server: Server = createServer((socket) => {

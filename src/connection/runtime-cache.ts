@@ -16,12 +16,12 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
+import { effectiveUid, privateDirectory, SYSTEM_TEMPORARY_DIRECTORIES } from '../core/private-directory.js';
 import { ask } from '../core/protocol/serve.js';
 import { Receiver } from '../core/receiver.js';
 import type { Runtime } from '../core/runtime.js';
-import { closed, ownedAlone } from '../core/target-code-cache.js';
+import { ownedAlone } from '../core/target-code-cache.js';
 import { NODE_RUNTIME_SPEC, RUNTIME_CHUNK, type RuntimeReply } from './runtime-protocol.js';
 import { ENTRY, type RuntimeArch, type RuntimeSource, type ShippableRuntime } from './runtime-types.js';
 
@@ -170,51 +170,36 @@ async function matches(path: string, runtime: RuntimeReply): Promise<boolean> {
 
 /** This process's effective user (-1 where there are none: nothing is then this account's). */
 function euid(): number {
-  return process.geteuid?.() ?? -1;
+  return effectiveUid() ?? -1;
 }
 
 /**
  * The first usable of the places the shell stage keeps runtimes in: the
  * one this context's own Node came from, when it was shipped, then
  * `$XDG_CACHE_HOME/tendril/node`, `~/.cache/tendril/node` and
- * `tendril-<uid>/node` in the temporary directories; each directory from
- * the first one named down must be this account's, and writable by
- * nobody else. Undefined when none is.
+ * `tendril-<uid>/node` in `$TMPDIR` (else /tmp), /tmp, /var/tmp and
+ * /dev/shm: each a directory of this account's alone, reached only
+ * through places no other account can change (core/private-directory.ts),
+ * as the shell stage requires too. Undefined when none is.
  */
 async function cacheDirectory(): Promise<string | undefined> {
+  const uid = euid();
+  const { XDG_CACHE_HOME, HOME, TMPDIR } = process.env;
   const shipped = dirname(process.execPath);
-  if (ENTRY.test(basename(shipped)) && (await ownChain(dirname(shipped), []))) return dirname(shipped);
-  const { XDG_CACHE_HOME, HOME } = process.env;
-  if (XDG_CACHE_HOME?.startsWith('/')) {
-    const found = await ownChain(XDG_CACHE_HOME, ['tendril', 'node']);
-    if (found) return found;
+  const places: [string, string[]][] = [];
+  if (ENTRY.test(basename(shipped))) places.push([dirname(dirname(shipped)), [basename(dirname(shipped))]]);
+  if (XDG_CACHE_HOME?.startsWith('/')) places.push([XDG_CACHE_HOME, ['tendril', 'node']]);
+  if (HOME?.startsWith('/')) places.push([HOME, ['.cache', 'tendril', 'node']]);
+  const temporary = [TMPDIR || '/tmp', ...SYSTEM_TEMPORARY_DIRECTORIES];
+  for (const root of temporary.filter((path, i) => temporary.indexOf(path) === i)) {
+    places.push([root, [`tendril-${uid}`, 'node']]);
   }
-  if (HOME?.startsWith('/')) {
-    const found = await ownChain(HOME, ['.cache', 'tendril', 'node']);
-    if (found) return found;
-  }
-  const uid = process.geteuid?.() ?? 0;
-  for (const temporary of [process.env.TMPDIR || tmpdir(), '/var/tmp', '/dev/shm']) {
-    const root = join(temporary, `tendril-${uid}`);
-    await fs.mkdir(root, { mode: 0o700 }).catch(() => {});
-    const found = await ownChain(root, ['node']);
-    if (found) return found;
+  for (const [root, below] of places) {
+    try {
+      return privateDirectory(root, below, 'the runtime cache', 'the next place is tried');
+    } catch {
+      // Not this account's alone, or not writable: the next.
+    }
   }
   return undefined;
-}
-
-/** `root` and each of `below` under it (made 0700 when missing), if every one is this account's alone. */
-async function ownChain(root: string, below: string[]): Promise<string | undefined> {
-  let path = root;
-  try {
-    if (!closed(await fs.lstat(path), euid())) return undefined;
-    for (const name of below) {
-      path = join(path, name);
-      await fs.mkdir(path, { mode: 0o700 }).catch(() => {});
-      if (!closed(await fs.lstat(path), euid())) return undefined;
-    }
-    return path;
-  } catch {
-    return undefined;
-  }
 }

@@ -5,9 +5,24 @@
  * fd 0 at /dev/null and fd 1 at fd 2, then execs Node with the first
  * stage. From then on nothing user code writes to stdout or stderr can
  * reach the stream.
+ *
+ * The environment that shell runs in may be another account's (`su`
+ * without `-l` keeps the caller's PATH, NVM_BIN and TMP), so it is
+ * `/bin/sh` by its path (a PATH lookup, or an exported bash function
+ * named `sh`, would be the caller's choice; a container's method, whose
+ * target has its own environment, names `sh`), and the Node it runs must
+ * pass the shell's place checks (shell-places.ts): a Node that another
+ * account could replace (found through a PATH entry, NVM_BIN or HOME of
+ * that account's) is passed over, and named in the message if no other
+ * is found. Its own tools (uname, sed...) come from the system's
+ * directories, never from PATH.
  */
 
+import { FIND_FUNCTIONS, PLACES_FUNCTIONS, PLACES_PRELUDE, REFUSED_CANDIDATES, TOOLS_PATH } from './shell-places.js';
 import { type ShipStageOptions, shipStage } from './ship-stage.js';
+
+/** The shell a start command runs in unless its method says otherwise (`ConnectionMethod.shell`): by its path. */
+export const SHELL = '/bin/sh';
 
 /** How the shell goes on to a shipped runtime (see ship-stage.ts). */
 export interface ShipOptions extends ShipStageOptions {
@@ -57,41 +72,53 @@ const PLATFORM =
   'p="$(uname -s) $(uname -m)${o:+, $o}, ${l:-an unknown C library}"';
 
 /**
- * Shell script that execs the first Node found among `candidates` with
- * "$@". When none is found (or `ship.always` skips looking), with `ship`
- * it goes on to the runtime the parent sends (ship-stage.ts); without, it
- * says what it tried and what the target is.
+ * Shell script that execs the first Node found among `candidates` that
+ * passes the place checks, with "$@". When none is found (or
+ * `ship.always` skips looking), with `ship` it goes on to the runtime the
+ * parent sends (ship-stage.ts); without, it says what it tried, what it
+ * turned down and what the target is. PATH is kept in `P` for the Node
+ * run at the end; the tools in between come from `TOOLS_PATH`.
  */
 function discover(candidates: readonly string[], ship: ShipOptions | undefined): string {
   const tried = describeCandidates(candidates);
-  const look = `for n in ${candidates.join(' ')}; do if command -v "$n" >/dev/null 2>&1; then exec "$n" "$@"; fi; done; `;
+  const look = `_v=; for n in ${candidates.join(' ')}; do if _y "$n"; then exec "$_g" "$@"; fi; done; `;
   const found = ship?.always ? '' : look;
   const otherwise = ship
     ? shipStage(ship)
-    : `echo "tendril: no Node.js interpreter found on $(hostname) for user $(id -un) with PATH=$PATH; tried ${tried}; the target: $p" >&2; exit 127`;
-  return `${MOVE_STREAM}; ${found}${PLATFORM}; ${otherwise}`;
+    : `echo "tendril: no Node.js interpreter found on $(hostname) for user $(id -un) with PATH=$P; tried ${tried}${REFUSED_CANDIDATES}; the target: $p" >&2; exit 127`;
+  return `${MOVE_STREAM}; ${PLACES_PRELUDE} ${PLACES_FUNCTIONS} ${FIND_FUNCTIONS} ${found}P=$PATH; PATH=${TOOLS_PATH}; ${PLATFORM}; ${otherwise}`;
 }
 
-/** Shell script that execs "$@" (an explicit interpreter command) with the stream moved. */
+/** Shell script that execs "$@" (an explicit interpreter command given by its path) with the stream moved. */
 const EXPLICIT = `${MOVE_STREAM}; exec "$@"`;
+
+/**
+ * Shell script that execs "$@" where "$1" is a bare name: looked up in
+ * PATH as `_y` does, so that a PATH entry another account could change is
+ * passed over.
+ */
+const EXPLICIT_LOOKUP = `${MOVE_STREAM}; ${PLACES_PRELUDE} ${PLACES_FUNCTIONS} ${FIND_FUNCTIONS} _v=; if _y "$1"; then shift; exec "$_g" "$@"; fi; echo "tendril: nodePath names $1, which is in no directory of PATH that only root and $(command -p id -un) can change${REFUSED_CANDIDATES}; give nodePath as an absolute path" >&2; exit 127`;
 
 /**
  * The argv that starts a child.
  * @param node the interpreter command (e.g. `['/usr/bin/node']`, `['nice', 'node']`), or
- *   undefined to discover one on the target among `candidates`.
+ *   undefined to discover one on the target among `candidates`. A first word without a `/`
+ *   is looked up only in PATH entries no account but root and the target's can change.
  * @param stage the first stage.
  * @param candidates shell words naming where to look (globs and `$HOME` allowed). Default `NODE_CANDIDATES`.
  * @param ship when a runtime may be shipped: how (undefined: `shipNode: 'never'`).
+ * @param shell the shell to run the script in (`ConnectionMethod.shell`). Default `SHELL`.
  */
 export function bootstrapArgv(
   node: readonly string[] | undefined,
   stage: string,
   candidates: readonly string[] = NODE_CANDIDATES,
   ship?: ShipOptions,
+  shell = SHELL,
 ): string[] {
-  return node === undefined
-    ? ['sh', '-c', discover(candidates, ship), 'tendril', '-e', stage]
-    : ['sh', '-c', EXPLICIT, 'tendril', ...node, '-e', stage];
+  if (node === undefined) return [shell, '-c', discover(candidates, ship), 'tendril', '-e', stage];
+  const script = node[0]?.includes('/') === false ? EXPLICIT_LOOKUP : EXPLICIT;
+  return [shell, '-c', script, 'tendril', ...node, '-e', stage];
 }
 
 /** Quotes one word for a POSIX shell (and for fish and csh-family shells, given no `!` or newline). */

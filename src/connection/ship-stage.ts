@@ -32,11 +32,14 @@
  * off its rule against `${` in strings here: they are the shell's.)
  */
 
+import { OWN_FUNCTION } from './shell-places.js';
+
 /** The cache directories tried when the options name none, as the message lists them. */
 export const RUNTIME_DIRECTORIES = [
   '$XDG_CACHE_HOME/tendril/node',
   '$HOME/.cache/tendril/node',
   '${TMPDIR:-/tmp}/tendril-<uid>/node',
+  '/tmp/tendril-<uid>/node',
   '/var/tmp/tendril-<uid>/node',
   '/dev/shm/tendril-<uid>/node',
 ];
@@ -53,20 +56,20 @@ export interface ShipStageOptions {
 }
 
 // Each fragment ends as a shell command must for the next to follow on the
-// same line; they are joined with spaces. Variables: u uid, q C library,
-// b the cache directory, w the directories tried, e the runtimes it has,
-// h the parent's answer (l and p are the platform probe's, shell.ts: not
-// to be reused).
+// same line; they are joined with spaces. Variables: u uid (set, with the
+// place checks `_s` and `_o`, by shell-places.ts), q C library, b the
+// cache directory, w the directories tried, e the runtimes it has, h the
+// parent's answer (l and p are the platform probe's, P the PATH kept for
+// the Node run at the end, shell.ts: not to be reused). No other account
+// may change any place on the way to b (shell-places.ts), so what is
+// checked there is what runs: nobody can swap the directory between the
+// check and the exec.
 const FUNCTIONS = [
-  // o DIR: a directory of this account's that no one else may write (a symlink, lrwxrwxrwx, never is).
-  'o() { test -d "$1" || return 1; set -- $(ls -ldn "$1"); test "$3" = "$u" || return 1; case $1 in ?????w*|????????w*) return 1;; esac; };',
-  // k DIR SUB...: DIR is ours, and each SUB below it is made (0700) and ours; b is the last.
-  'k() { b=$1; shift; o "$b" || return 1; for s do b=$b/$s; mkdir -m 700 "$b" 2>/dev/null; o "$b" || return 1; done; };',
-  // a DIR: DIR is absolute, and every directory above it is ours or root's and writable by no one else
-  // (or sticky, as /tmp); DIR itself is made (0700) if missing and must be ours; b is DIR.
-  'a() { case $1 in /*) ;; *) return 1;; esac; b=; IFS=/; set -- $1; unset IFS; for s do test -n "$s" || continue; test -n "$b" && { mkdir -m 700 "$b" 2>/dev/null; o "$b" || v "$b" || return 1; }; b=$b/$s; done; mkdir -m 700 "$b" 2>/dev/null; o "$b"; };',
-  // v DIR: a directory of root's that no one else may write, or that is sticky.
-  'v() { test -d "$1" || return 1; set -- $(ls -ldn "$1"); test "$3" = 0 || return 1; case $1 in ?????????[tT]*) return 0;; ?????w*|????????w*) return 1;; esac; };',
+  OWN_FUNCTION,
+  // k DIR SUB...: DIR is a trusted place (_s), and each SUB below it is made (0700) and ours alone; b is the last, physical.
+  'k() { _s "$1" && test -d "$_d" || return 1; b=$_d; shift; for s do b=${b%/}/$s; mkdir -m 700 "$b" 2>/dev/null; _o "$b" || return 1; done; };',
+  // a DIR: DIR (absolute) is made (0700) if missing, with what is missing above it; it must be a trusted place and ours alone; b is it, physical.
+  'a() { case $1 in /*) ;; *) return 1;; esac; mkdir -p -m 700 "$1" 2>/dev/null; _s "$1" && _o "$_d" || return 1; b=$_d; };',
   // x: a program can run from $b (not a noexec mount); found out once, with a copy of the shell (named
   // sh, as busybox wants to be called).
   'x() { test -f "$b/.exec" && return 0; m=$(mktemp -d "$b/.x-XXXXXX") || return 1; cp /bin/sh "$m/sh" 2>/dev/null && "$m/sh" -c : 2>/dev/null && : >"$b/.exec"; rm -rf "$m"; test -f "$b/.exec"; };',
@@ -88,7 +91,9 @@ const FUNCTIONS = [
 /**
  * The shell script run when no Node was found: see the module's comment.
  * It ends by exec'ing the runtime with "$@" (the first stage's arguments),
- * or exits with a message on stderr.
+ * or exits with a message on stderr. It runs after shell.ts's discovery,
+ * which sets `u`, the place checks, `P` (the PATH to give Node) and PATH
+ * (the system's tools).
  */
 export function shipStage(options: ShipStageOptions): string {
   const discard = Math.max(0, Math.floor(options.discard));
@@ -97,11 +102,11 @@ export function shipStage(options: ShipStageOptions): string {
       ? [
           '{ test -n "$XDG_CACHE_HOME" && t "$XDG_CACHE_HOME/tendril/node" k "$XDG_CACHE_HOME" tendril node; } ||',
           '{ test -n "$HOME" && t "$HOME/.cache/tendril/node" k "$HOME" .cache tendril node; } ||',
-          'for d in "${TMPDIR:-/tmp}" /var/tmp /dev/shm; do mkdir -m 700 "$d/tendril-$u" 2>/dev/null; t "$d/tendril-$u/node" k "$d/tendril-$u" node && break; done;',
+          'for d in "${TMPDIR:-/tmp}" /tmp /var/tmp /dev/shm; do mkdir -m 700 "$d/tendril-$u" 2>/dev/null; t "$d/tendril-$u/node" k "$d/tendril-$u" node && break; done;',
         ]
       : [`t ${quoted(options.directory)} a ${quoted(options.directory)};`];
   return [
-    'u=$(id -u); w=; b=;',
+    'w=; b=; _u;',
     // q: the C library as one word (l is set by the platform probe of shell.ts).
     'case $l in glibc*) q=glibc-${l#glibc };; musl) q=musl;; *) q=unknown;; esac;',
     ...FUNCTIONS,
@@ -110,13 +115,13 @@ export function shipStage(options: ShipStageOptions): string {
     'test -p /proc/self/fd/4 && exec 4>>/proc/self/fd/4;',
     `case $(sed -n 's/^flags:[[:space:]]*//p' /proc/self/fdinfo/3 2>/dev/null) in *[4567]???) echo "tendril: the stream is a non-blocking socket, which a shell cannot read exactly; install Node on the target or set nodePath" >&2; exit 1;; esac;`,
     ...places,
-    `test -n "$b" || { echo "tendril: no directory to keep a Node runtime in on $(hostname) for user $(id -un): tried$w (each must be the account's own, writable by no one else, on a mount that allows running programs); set the option runtimeDirectory" >&2; exit 1; };`,
+    `test -n "$b" || { echo "tendril: no directory to keep a Node runtime in on $(hostname) for user $(id -un): tried$w (each must be the account's own, writable by no one else, reached only through directories no account but root and this one can change, on a mount that allows running programs); set the option runtimeDirectory" >&2; exit 1; };`,
     `test ${discard} = 0 || r ${discard} >/dev/null;`,
     'e=; for d in "$b"/*-*; do test -x "$d/node" && e="$e ${d##*/}"; done;',
     `printf '${SHIP_REQUEST}%s;%s;%s;%s\\n' "$(uname -m)" "$q" "$e" "$p" >&4;`,
     'read -r h <&3 || { echo "tendril: the stream ended before the parent said which Node runtime to use" >&2; exit 1; };',
     'case $h in "use "*) n=${h#use };; "get "*) set -- $h "$@"; n=$2; g "$2" "$3" "$4" || exit 1; shift 4;; *) echo "tendril: unexpected answer from the parent: $h" >&2; exit 1;; esac;',
-    'exec "$b/$n/node" "$@"',
+    'PATH=$P; exec "$b/$n/node" "$@"',
   ].join(' ');
 }
 

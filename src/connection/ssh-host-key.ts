@@ -22,11 +22,14 @@ export function checkHostKey(hop: Hop, key: Buffer, session: Session): true | 'd
   }
   const name = hop.settings.hostKeyAlias ?? hostKeyName(hop.host, hop.port);
   const files = [...hop.userKnownHosts, ...hop.settings.globalKnownHostsFiles];
+  // Files that could not be read, or that another account could change (never trusted), and why: for the message.
+  const unread: string[] = [];
   const entries = files.flatMap((file) => {
     try {
       return readKnownHosts(file);
     } catch (error) {
       debug('%s: cannot read known_hosts file %s: %s', session.name, file, (error as Error).message);
+      unread.push(`${file} was not read: ${(error as Error).message}`);
       return [];
     }
   });
@@ -75,6 +78,7 @@ export function checkHostKey(hop: Hop, key: Buffer, session: Session): true | 'd
       : verdict.status === 'mismatch'
         ? `the host key of ${where} has CHANGED: it presented ${presented} but ${verdict.where.join(', ')} expects ${verdict.expected.join(' or ')}; if the change is legitimate, remove the old key (ssh-keygen -R '${name}' -f ${(verdict.where[0] ?? '').replace(/:\d+$/, '')})`
         : `the host key of ${where} (${presented}) is not in ${listed}; add it (ssh-keyscan -p ${hop.port} ${hop.host} >> ${record ?? '~/.ssh/known_hosts'}) after checking the fingerprint, or use hostKeyPolicy 'accept-new' (StrictHostKeyChecking accept-new in the ssh config)`;
-  debug('%s: host key rejected: %s', session.name, message);
-  return new HostKeyError(session.name, message, presented, verdict.status === 'mismatch' ? verdict.expected : []);
+  const said = unread.length > 0 ? `${message} (${unread.join('; ')})` : message;
+  debug('%s: host key rejected: %s', session.name, said);
+  return new HostKeyError(session.name, said, presented, verdict.status === 'mismatch' ? verdict.expected : []);
 }

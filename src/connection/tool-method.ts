@@ -81,6 +81,8 @@ export function toolMethod<O extends NamedTarget>(spec: ToolMethodSpec<O>): Conn
     ...(spec.checkOptions && { checkOptions: (options: O, where: string) => spec.checkOptions?.(options, where) }),
     ...(spec.sameMachine && { sameMachine: true }),
     ...(spec.localStream && { localStream: (options: O) => spec.localStream?.(options) === true }),
+    // The target (a container, a chroot, a remote reached by a command) finds sh on its own PATH.
+    shell: 'sh',
     defaultNode: () => undefined,
     async start(argv: string[], options: O, session: Session) {
       const machine = hostname();
@@ -90,7 +92,8 @@ export function toolMethod<O extends NamedTarget>(spec: ToolMethodSpec<O>): Conn
       const env = spec.environment?.(options);
       const transport = spawnTransport(
         [tool, ...(await spec.command(options, argv, session, machine))],
-        env ? { env } : {},
+        // The tool runs as this account: its environment, not the one for another (spawnTransport's default).
+        { env: env ?? process.env },
         `${spec.program?.(options) ?? spec.name} on ${machine}`,
       );
       return {

@@ -11,6 +11,7 @@ import { Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo, withoutOwnFrames } from './errors.js';
 import { IdPool } from './ids.js';
 import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT, TOOLKIT_MODULE_ID } from './importer.js';
+import { distrustInheritedPlaces, leaveUntrustedDirectory } from './inherited-environment.js';
 import { logger } from './log.js';
 import { LogForwarder } from './log-forwarding.js';
 import type { Message } from './message.js';
@@ -81,6 +82,27 @@ export function boot(
   };
 }
 
+/**
+ * Takes out of this process's environment the places another account
+ * could change, and leaves a working directory such an account controls
+ * (inherited-environment.ts): before anything runs here, and before the
+ * state calls are restored to is taken. What was done is said on stderr.
+ */
+function distrustEnvironment(name: string, requireFn: (id: string) => unknown): void {
+  const dropped = distrustInheritedPlaces();
+  const moved = leaveUntrustedDirectory();
+  if (dropped.some(({ variable }) => variable === 'HOME' || variable === 'NODE_PATH')) {
+    // Node took its global module directories ($HOME/.node_modules, NODE_PATH) as it started: anew without them.
+    (requireFn('module') as { _initPaths?: () => void })._initPaths?.();
+  }
+  const said = [...dropped.map(({ text }) => text), ...(moved ? [moved] : [])];
+  if (said.length > 0) {
+    process.stderr.write(
+      `tendril: ${name}: not trusted, as another account could change what they name: ${said.join('; ')}\n`,
+    );
+  }
+}
+
 function exitNow(why: string): void {
   process.stderr.write(`tendril: ${why}\n`);
   process.exit(1);
@@ -96,6 +118,7 @@ function start(
 ): void {
   const config = bootMessage.unpack() as BootConfig;
   if (config.debug) createDebug.enable(config.debug);
+  distrustEnvironment(config.name, requireFn);
   try {
     process.title = `tendril:${config.name}`;
   } catch {

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import { join } from 'node:path';
+import { temporaryDirectory } from './private-directory.js';
 import { isOwnListener, markOwn } from './process-state.js';
 
 /**
@@ -9,6 +9,13 @@ import { isOwnListener, markOwn } from './process-state.js';
  * target's temporary directory, shared by every call, and removed as the
  * context exits: at shutdown, when its parent (the master) goes away, and
  * on SIGTERM. Only SIGKILL leaves it behind.
+ *
+ * The temporary directory it is made in must be one no other account can
+ * change (private-directory.ts): a TMPDIR that `su` kept from the account
+ * it was run from names a directory that account owns, which could rename
+ * this one aside and put its own in its place, to read what is written
+ * there next and replace scripts before they run. Such a TMPDIR is passed
+ * over for /tmp, /var/tmp or /dev/shm.
  */
 let directory: string | undefined;
 /** Its device and inode as made: a name in a shared /tmp that someone else made since is not it. */
@@ -26,12 +33,13 @@ function stillOurs(path: string): boolean {
 
 /**
  * This context's temporary directory, made now if it has none (or it was
- * removed meanwhile).
- * @throws Error from `mkdtemp` when the temporary directory is not writable.
+ * removed meanwhile): under the first of `os.tmpdir()`, /tmp, /var/tmp
+ * and /dev/shm that no other account can change.
+ * @throws UnsafePlaceError when none of them will do, naming each and why.
  */
 export function contextTmpdir(): string {
   if (directory !== undefined && stillOurs(directory)) return directory;
-  const made = fs.mkdtempSync(join(os.tmpdir(), 'tendril-'));
+  const made = fs.mkdtempSync(join(temporaryDirectory("the context's temporary directory"), 'tendril-'));
   const stat = fs.lstatSync(made);
   if (directory === undefined) {
     process.on('exit', markOwn(removeTmpdir));

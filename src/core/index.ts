@@ -32,6 +32,7 @@ export * from './options.js';
 export * from './own-copy.js';
 export * from './policy.js';
 export * from './pressure.js';
+export * from './private-directory.js';
 export * from './process-group.js';
 export * from './process-state.js';
 export * from './protocol/allocate-id.js';

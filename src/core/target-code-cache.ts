@@ -9,32 +9,40 @@
  * Debian's Node 18.
  *
  * V8 does not check a code cache against tampering: whoever can write the
- * file decides what the next child runs. So every directory from the home
+ * file decides what the next child runs. So the directories from the home
  * (or XDG_CACHE_HOME) down must be this account's, and writable by no one
- * else (never another account's home that HOME still points to after sudo
- * or su), and the file is written with mode 0600 and put in place by
- * rename. The first stage applies the same rule before it reads.
+ * else, and no account but root and this one may change any directory
+ * above them (private-directory.ts: never another account's home, or a
+ * directory in one, that HOME or XDG_CACHE_HOME still names after sudo or
+ * su); the file is written with mode 0600 into the physical directory and
+ * put in place by rename. The first stage applies the same rule before it
+ * reads.
  */
 import * as fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type * as vm from 'node:vm';
+import { describeError } from './errors/base.js';
+import { effectiveUid, privateDirectory } from './private-directory.js';
 
 /** Code caches kept in the directory (one per tendril version, Node binary and architecture), newest first. */
 export const KEPT_CODE_CACHES = 8;
 
 /**
- * Writes `script`'s code cache to `path` (the name the first stage looked
+ * Writes `script`'s code cache to `name` (the path the first stage looked
  * for). Best effort: a read-only or foreign home, a full disk or anything
  * else that fails leaves the target as it was, and `onSkip` says why.
  */
-export function writeTargetCodeCache(script: vm.Script, path: string, onSkip: (why: string) => void): void {
+export function writeTargetCodeCache(script: vm.Script, name: string, onSkip: (why: string) => void): void {
   let temp: string | undefined;
+  let path: string;
   try {
-    const refusal = whyNot(path);
-    if (refusal !== undefined) {
-      onSkip(refusal);
+    const place = cacheDirectory(name);
+    if ('refusal' in place) {
+      onSkip(place.refusal);
       return;
     }
+    // In the physical directory: no account but root and this one can change the way there.
+    path = join(place.directory, basename(name));
     const data = script.createCachedData();
     temp = `${path}.${process.pid}.tmp`;
     removeIfThere(temp);
@@ -64,22 +72,21 @@ export function writeTargetCodeCache(script: vm.Script, path: string, onSkip: (w
 }
 
 /**
- * Why the cache may not go to `path`, after making its directories (mode
- * 0700) where they are missing; undefined when it may.
+ * The physical directory the cache at `path` goes to, after making its
+ * directories (mode 0700) where they are missing; or why it may not go there.
  */
-function whyNot(path: string): string | undefined {
-  const euid = process.geteuid?.();
-  if (euid === undefined) return 'no user IDs on this platform';
+function cacheDirectory(path: string): { directory: string } | { refusal: string } {
+  if (effectiveUid() === undefined) return { refusal: 'no user IDs on this platform' };
   const dir = dirname(path);
-  const base = dirname(dir);
   // XDG_CACHE_HOME itself, or the home that holds .cache (see the first stage).
-  const root = process.env.XDG_CACHE_HOME ? base : dirname(base);
-  if (!closed(fs.statSync(root), euid)) return `${root} is not this account's alone (uid ${euid})`;
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-  for (const below of root === base ? [dir] : [base, dir]) {
-    if (!closed(fs.lstatSync(below), euid)) return `${below} is not this account's alone (uid ${euid})`;
+  const [root, below] = process.env.XDG_CACHE_HOME
+    ? [dirname(dir), [basename(dir)]]
+    : [dirname(dirname(dir)), [basename(dirname(dir)), basename(dir)]];
+  try {
+    return { directory: privateDirectory(root, below, 'the target code cache', 'no code cache is written') };
+  } catch (error) {
+    return { refusal: describeError(error) };
   }
-  return undefined;
 }
 
 /** Whether `stats` are of a file owned by `uid` that neither group nor others may write. */

@@ -5,7 +5,7 @@ import { ownMethod } from '../connection/connect.js';
 import { ConnectTimeoutError } from '../connection/errors.js';
 import type { ConnectionMethod } from '../connection/method.js';
 import { checkMethodOptions } from '../connection/method-options.js';
-import { serveNodeRuntime } from '../connection/runtime-service.js';
+import { admitRuntimeRequests, restrictRuntimeRequests, serveNodeRuntime } from '../connection/runtime-service.js';
 import { type RuntimeStats, runtimeStats, type ShipProgress, setShipping } from '../connection/runtime-shipping.js';
 import { Broker, DEFAULT_SHUTDOWN_GRACE } from '../core/broker.js';
 import { setCallPreparation } from '../core/call-preparation.js';
@@ -332,6 +332,8 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     const onProgress = (progress: ShipProgress) => this.onShipProgress?.(progress);
     setShipping(this, { source: runtimes, onProgress });
     serveNodeRuntime(this, () => runtimes, onProgress);
+    // Runtimes go only to the via starts this master makes that may ship one (see connect).
+    restrictRuntimeRequests(this);
     this.on('disconnect', (contextId) => this.started.delete(contextId));
     serve(
       this,
@@ -378,6 +380,10 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     if ((await ownMethod(method.name)) !== method) request.module = this.methodModule(method, via);
     // The via context enforces connectTimeout itself and says so; one that never answers (hung, or hostile) is given up on STOP_GRACE later.
     const connectTimeout = (rest as CommonOptions).connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
+    // While it is in progress, via and its ancestors (whose caches a runtime climbs through) may ask for the runtime it ships.
+    const from: number[] = [];
+    for (let id: number | undefined = via.id; id !== undefined && id !== this.id; id = this.parentOf(id)) from.push(id);
+    const admitted = admitRuntimeRequests(this, from, rest as CommonOptions);
     let info: ReadyInfo;
     try {
       info = await ask(this, via.id, CONNECT_SPEC, request, {
@@ -385,6 +391,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
         timeout: connectTimeout + STOP_GRACE,
       });
     } catch (error) {
+      admitted();
       if (!(error instanceof TimeoutError)) throw error;
       throw new ConnectTimeoutError(
         `${method.name} via ${via.name}`,
@@ -393,6 +400,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
         `waiting for context '${via.name}' to start it (it did not answer within connectTimeout and ${STOP_GRACE} ms more)`,
       );
     }
+    admitted();
     // The intermediate names the new context; it may only name one it started (and announced).
     if (this.parentOf(info.id) !== via.id || !this.hasRoute(info.id)) {
       throw new ProtocolError(

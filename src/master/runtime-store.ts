@@ -10,17 +10,26 @@
  * mode 0700), each beside a record of its integrity, and checked against
  * it again whenever taken from there. A program without registry access
  * adds a tarball it has (`add`).
+ *
+ * The records and the tarballs they vouch for live side by side, so the
+ * store must be a directory no other account can change (this account's,
+ * mode 0700, every directory above it root's or this account's and
+ * writable by no one else unless sticky: core/private-directory.ts);
+ * otherwise that account could swap both, and the master would ship its
+ * Node to every target. One that is not is refused with an
+ * `UnsafePlaceError`.
  */
 import { execFile } from 'node:child_process';
-import { createReadStream } from 'node:fs';
-import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { createReadStream, mkdirSync } from 'node:fs';
+import { chmod, copyFile, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import semver from 'semver';
 import * as ssri from 'ssri';
 
 import { RUNTIME_ARCHES, type RuntimeArch } from '../connection/runtime-types.js';
+import { privateDirectory } from '../core/private-directory.js';
 
 export { RUNTIME_ARCHES, type RuntimeArch };
 
@@ -80,6 +89,20 @@ export class RuntimeStore {
     this.npm = npm;
   }
 
+  /** The store's directory by its physical path, made (0700) if missing, once checked (see the module's comment). */
+  private checked: string | undefined;
+  private place(): string {
+    if (this.checked !== undefined) return this.checked;
+    mkdirSync(this.directory, { recursive: true, mode: 0o700 });
+    this.checked = privateDirectory(
+      dirname(this.directory),
+      [basename(this.directory)],
+      `the master's runtime store ${this.directory}`,
+      "give nodeRuntime.directory a directory of this account's own that no other account can change",
+    );
+    return this.checked;
+  }
+
   /**
    * A runtime matching `version` for `arch`: the newest in the store that
    * matches (checked against its integrity) without asking the registry;
@@ -88,7 +111,8 @@ export class RuntimeStore {
    * @param version an exact release (`'22.23.3'`), or what npm takes after `@` (`'22'`, `'^22.13'`).
    * @returns the runtime, and whether it was fetched now.
    * @throws RuntimeFetchError when npm cannot fetch it (saying what npm said), or the stored copy
-   *   of an exact version fails its integrity and cannot be fetched again.
+   *   of an exact version fails its integrity and cannot be fetched again; UnsafePlaceError when
+   *   another account could change the store's directory.
    */
   async get(version: string, arch: RuntimeArch): Promise<StoredRuntime & { fetched: boolean }> {
     checkArch(arch);
@@ -135,9 +159,10 @@ export class RuntimeStore {
 
   /** The runtimes in the store, newest version first. */
   async list(): Promise<StoredRuntime[]> {
+    const directory = this.place();
     let names: string[];
     try {
-      names = await readdir(this.directory);
+      names = await readdir(directory);
     } catch {
       return [];
     }
@@ -166,7 +191,7 @@ export class RuntimeStore {
   }
 
   private async read(name: string, version: string): Promise<StoredRuntime | undefined> {
-    const base = join(this.directory, `${name}-${version}`);
+    const base = join(this.place(), `${name}-${version}`);
     try {
       const record = JSON.parse(await readFile(`${base}.json`, 'utf8')) as StoreRecord;
       const { size } = await stat(`${base}.tgz`);
@@ -179,8 +204,7 @@ export class RuntimeStore {
 
   private async download(version: string, arch: RuntimeArch): Promise<StoredRuntime> {
     const spec = `node-linux-${arch}@${version}`;
-    await mkdir(this.directory, { recursive: true, mode: 0o700 });
-    const work = await mkdtemp(join(this.directory, '.fetch-'));
+    const work = await mkdtemp(join(this.place(), '.fetch-'));
     try {
       let packed: { name: string; version: string; integrity: string; filename: string }[];
       try {
@@ -225,8 +249,7 @@ export class RuntimeStore {
 
   /** Puts `tarball` (moved when `move`, else copied) and its record in the store, each by rename. */
   private async keep(tarball: string, record: Omit<StoreRecord, 'bytes'>, move: boolean): Promise<StoredRuntime> {
-    await mkdir(this.directory, { recursive: true, mode: 0o700 });
-    const base = join(this.directory, `${record.name}-${record.version}`);
+    const base = join(this.place(), `${record.name}-${record.version}`);
     const bytes = (await stat(tarball)).size;
     const temp = `${base}.${process.pid}.${Date.now()}`;
     if (move) {

@@ -9,6 +9,7 @@
 import { closeSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
+import { checkPlace, describeProblem } from '../../core/private-directory.js';
 import { openRegularFile, RegularFileError, readRange } from '../../core/regular-file.js';
 import { expandTilde, expandTokens } from './expand.js';
 import { glob } from './glob.js';
@@ -284,12 +285,30 @@ const STRICT: Record<string, StrictHostKeyChecking> = {
 };
 const FLAG: Record<string, boolean> = { yes: true, true: true, no: false, false: false };
 
-/** A config file's text; with `checkPerm`, refused as OpenSSH refuses it when others could have written it. */
+/**
+ * A config file's text; with `checkPerm`, refused as OpenSSH refuses it
+ * when others could have written it, and when another account could
+ * change a directory on the way to it or a link it is reached through
+ * (core/private-directory.ts): such a file could name the hosts, users,
+ * keys and jump hosts of its choosing. Opened without blocking, and read
+ * only if it is a regular file (a FIFO in its place is refused, not
+ * waited on).
+ */
 function readChecked(file: string, checkPerm: boolean): string {
   // `ssh -F /dev/null`'s way of asking for no config.
   if (file === '/dev/null') return '';
+  let path = file;
+  if (checkPerm) {
+    const check = checkPlace(file);
+    if ('real' in check) path = check.real;
+    else if (check.problem.reason !== 'missing') {
+      throw new Error(
+        `bad owner or permissions on the ssh config ${file}: ${describeProblem(check.problem)}; it, and each directory and link on the way to it, must belong to you or root and not be writable by group or others (OpenSSH refuses a config others may write too)`,
+      );
+    }
+  }
   // A regular file (a link to one is followed, as OpenSSH follows it); a FIFO there is refused, not waited on.
-  const { fd, stats: stat } = openRegularFile(file, { follow: true });
+  const { fd, stats: stat } = openRegularFile(path, { follow: true });
   try {
     if (checkPerm) {
       const uid = process.getuid?.();

@@ -176,6 +176,7 @@ const FIELDS = new Set([
   'size',
   'maxMessageSize',
   'path',
+  'owner',
   'names',
   'handleName',
   'option',

@@ -8,7 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
+import { privateDirectory, UnsafePlaceError } from '../../core/private-directory.js';
 import { readRegularFile } from '../../core/regular-file.js';
 import { closed } from '../../core/target-code-cache.js';
 import { FINAL_STATES, JOB_ID, type JobRecord } from './protocol.js';
@@ -46,52 +47,31 @@ export class JobLookupError extends Error {
  * The directory this account's jobs live in, created (0700) if missing:
  * `$XDG_STATE_HOME/tendril/jobs` when that is set to an absolute path,
  * else `<home>/.local/state/tendril/jobs`, with the home from the account
- * database (so sudo's choice of HOME does not move it). Every directory
- * from the home (or XDG_STATE_HOME) down must be this account's and
- * writable by nobody else: another account could otherwise swap in what
- * a job runs.
+ * database (so sudo's choice of HOME does not move it). No account but
+ * root and this one may be able to change a directory on the way, and
+ * those made below the home (or XDG_STATE_HOME) are this account's alone
+ * (core/private-directory.ts), used by their physical path: another
+ * account could otherwise swap in what a job runs.
  * @throws JobLookupError `ERR_TENDRIL_JOB_STATE_DIRECTORY` when that does not hold.
  */
 export function jobsDirectory(): string {
   const xdg = process.env.XDG_STATE_HOME;
-  const uid = process.getuid?.() ?? 0;
   // The account database only when needed: a UID without an entry (common in containers) may set XDG_STATE_HOME.
   const [root, parts] = xdg?.startsWith('/')
     ? [xdg, ['tendril', 'jobs']]
     : [os.userInfo().homedir, ['.local', 'state', 'tendril', 'jobs']];
-  const refuse = (why: string): never => {
-    throw new JobLookupError(
-      `cannot keep jobs under ${root}: ${why}; jobs keep their state in a directory only this account may write`,
-      'ERR_TENDRIL_JOB_STATE_DIRECTORY',
-    );
-  };
-  let path = root;
   try {
-    // Above the root, each directory must be this account's or root's, and writable by no one else unless sticky:
-    // otherwise another account could move the job's directory aside and put its own request in its place.
-    for (let above = dirname(root); ; above = dirname(above)) {
-      const stats = fs.statSync(above);
-      const owner = stats.uid === uid || stats.uid === 0;
-      if (!stats.isDirectory() || !owner || ((stats.mode & 0o022) !== 0 && (stats.mode & 0o1000) === 0)) {
-        refuse(`${above} may be changed by another account`);
-      }
-      if (above === '/') break;
-    }
-    if (!closed(fs.statSync(root), uid)) refuse(`${root} is not this account's alone (uid ${uid})`);
-    for (const part of parts) {
-      path = join(path, part);
-      try {
-        fs.mkdirSync(path, 0o700);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      }
-      if (!closed(fs.lstatSync(path), uid)) refuse(`${path} is not a directory of this account's alone (uid ${uid})`);
-    }
+    // From / down, no other account may be able to rename what lies on the way: it could put its own request in place.
+    return privateDirectory(
+      root,
+      parts,
+      'the jobs directory',
+      'jobs keep their state in a directory only this account may write',
+    );
   } catch (error) {
-    if (error instanceof JobLookupError) throw error;
-    refuse((error as Error).message);
+    const why = error instanceof UnsafePlaceError ? error.message : (error as Error).message;
+    throw new JobLookupError(`cannot keep jobs under ${root}: ${why}`, 'ERR_TENDRIL_JOB_STATE_DIRECTORY');
   }
-  return path;
 }
 
 /** A new job ID: 96 random bits. */
