@@ -15,11 +15,12 @@
  * parent for each child, and the target's shell checks them.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, promises as fs } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { effectiveUid, privateDirectory, SYSTEM_TEMPORARY_DIRECTORIES } from '../core/private-directory.js';
 import { ask } from '../core/protocol/serve.js';
 import { Receiver } from '../core/receiver.js';
+import { openRegularFile } from '../core/regular-file.js';
 import type { Runtime } from '../core/runtime.js';
 import { ownedAlone } from '../core/target-code-cache.js';
 import { NODE_RUNTIME_SPEC, RUNTIME_CHUNK, type RuntimeReply } from './runtime-protocol.js';
@@ -82,7 +83,8 @@ class CachedRuntimes implements RuntimeSource {
     const path = await kept;
     if (path) {
       try {
-        yield* createReadStream(path, { highWaterMark: RUNTIME_CHUNK });
+        // Opened as matches() checked it: without blocking, a regular file of this account's alone.
+        yield* createReadStream('', { fd: openPackage(path), highWaterMark: RUNTIME_CHUNK });
       } catch (error) {
         // Gone since (a cleaner of temporary files): the next start keeps it anew.
         this.packages.delete(runtime.entry);
@@ -158,14 +160,28 @@ class CachedRuntimes implements RuntimeSource {
 /** Whether the file at `path` is this account's own package of `runtime`: its size and SHA-512. */
 async function matches(path: string, runtime: RuntimeReply): Promise<boolean> {
   try {
-    const stats = await fs.lstat(path);
-    if (!stats.isFile() || !ownedAlone(stats, euid()) || stats.size !== runtime.bytes) return false;
+    const fd = openPackage(path, runtime.bytes);
     const hash = createHash('sha512');
-    for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+    for await (const chunk of createReadStream('', { fd })) hash.update(chunk as Buffer);
     return hash.digest('hex') === runtime.sha512;
   } catch {
     return false;
   }
+}
+
+/**
+ * A descriptor of the package kept at `path`, opened without blocking or
+ * following a link, once it is a regular file of this account's alone (of
+ * `bytes` bytes, when given): what is hashed and sent is what was checked.
+ * @throws Error otherwise, or as open(2) fails.
+ */
+function openPackage(path: string, bytes?: number): number {
+  const { fd, stats } = openRegularFile(path);
+  if (!ownedAlone(stats, euid()) || (bytes !== undefined && stats.size !== bytes)) {
+    closeSync(fd);
+    throw new Error(`${path} is not this account's package of the runtime`);
+  }
+  return fd;
 }
 
 /** This process's effective user (-1 where there are none: nothing is then this account's). */
