@@ -99,7 +99,10 @@ export function keyTypeOf(blob: Buffer): string {
 
 /** OpenSSH's fingerprint of a key blob: `SHA256:` and unpadded base64. */
 export function fingerprint(blob: Buffer): string {
-  return `SHA256:${createHash('sha256').update(blob).digest('base64').replace(/=+$/, '')}`;
+  return `SHA256:${createHash('sha256')
+    .update(blob)
+    .digest('base64')
+    .replace(/(?<!=)=+$/, '')}`;
 }
 
 /**

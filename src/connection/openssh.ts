@@ -193,7 +193,8 @@ function explain(
   if (askpass?.asked.passphrase && askpass.asked.passphrase > 1) {
     return new PasswordError(name, `the passphrase for ${options.identityFile ?? 'the private key'} is wrong`);
   }
-  const denied = /Permission denied \(([^)]*)\)/.exec(output);
+  // Not past a newline or another "(": each run is scanned from one start (`[^)]*` was quadratic).
+  const denied = /Permission denied \(([^()\n]*)\)/.exec(output);
   if (denied) {
     if (askpass?.asked.password && askpass.asked.password > 1) {
       return new PasswordError(name, `wrong password for ${options.username ?? 'the account'} on ${where}`);
@@ -209,6 +210,9 @@ interface Askpass {
   close(): void;
 }
 
+/** Most characters of an askpass prompt kept, to tell a passphrase prompt from a password prompt. */
+const MAX_ASKPASS_PROMPT = 4096;
+
 /** A one-time socket in a private directory that answers ssh's askpass prompts with the secret asked for. */
 function startAskpass(password: string | undefined, passphrase: string | undefined): Promise<Askpass> {
   const dir = mkdtempSync(join(tmpdir(), 'tendril-askpass-'));
@@ -217,7 +221,8 @@ function startAskpass(password: string | undefined, passphrase: string | undefin
   const server: Server = createServer((socket) => {
     let prompt = '';
     socket.on('data', (chunk) => {
-      prompt += chunk.toString();
+      // ssh's prompt can carry the server's keyboard-interactive text: its start is all that is needed.
+      if (prompt.length < MAX_ASKPASS_PROMPT) prompt += chunk.toString();
     });
     socket.on('end', () => {
       const kind = /passphrase/i.test(prompt) ? 'passphrase' : 'password';

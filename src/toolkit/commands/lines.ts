@@ -15,8 +15,10 @@ export class LineSplitter {
 
   /** The lines `chunk` completes. */
   push(chunk: Uint8Array): string[] {
-    const text = this.partial + this.decoder.write(chunk as Buffer);
-    const lines = text.split('\n');
+    // Only the new text is split: a long unfinished line is joined, not scanned again, for each chunk
+    // (a peer sending it a byte at a time made that quadratic).
+    const lines = this.decoder.write(chunk as Buffer).split('\n');
+    lines[0] = this.partial + lines[0];
     this.partial = lines.pop() as string;
     for (let i = 0; i < lines.length; i++) lines[i] = trimCarriageReturn(lines[i] as string);
     while (this.partial.length > MAX_LINE) {

@@ -170,7 +170,9 @@ export class Job<T = unknown> {
           throw this.malformed('output that is not [stream, text]');
         }
         const index = value[0] === JOB_STDOUT ? 0 : 1;
-        const lines = `${partial[index]}${value[1]}`.split('\n');
+        // Only the new text is split: a long unfinished line is not scanned again for each message.
+        const lines = value[1].split('\n');
+        lines[0] = `${partial[index]}${lines[0]}`;
         let rest = lines.pop() as string;
         for (const line of lines) yield { stream: names[index], line };
         while (rest.length > MAX_LINE) {
