@@ -16,7 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import * as acorn from 'acorn';
 import { stop as stopEsbuild, transformSync } from 'esbuild';
 import { BootstrapError, CallError, ConnectTimeoutError, type Context, NotAllowedError, Router } from 'tendril';
-import { PASSWORD_PROMPT, parseKnownHosts, toRemoteErrorInfo } from '#dist/internal.js';
+import { hostsMatch, PASSWORD_PROMPT, parseKnownHosts, toRemoteErrorInfo } from '#dist/internal.js';
 import { type Attacker, impersonate } from './support/hostile.js';
 import {
   assertLinear,
@@ -323,6 +323,18 @@ describe('text a target controls', { timeout: 300_000 }, () => {
         await liar.shutdown();
       }
     });
+  });
+
+  test("host patterns with many '*' are matched in linear time (known_hosts, as ssh_config's Host)", () => {
+    // As regular expressions (`.*` a star) these backtracked exponentially: 8 stars took 3 s on 40 characters.
+    const started = Date.now();
+    assert.equal(hostsMatch(`${'*a'.repeat(40)}b`, 'a'.repeat(4096)), false);
+    assert.equal(hostsMatch(`${'*a'.repeat(40)}*`, 'a'.repeat(4096)), true);
+    assert.equal(hostsMatch('*.example.com,!bad.example.com', 'web1.example.com'), true);
+    assert.equal(hostsMatch('*.example.com,!bad.example.com', 'bad.example.com'), false);
+    assert.equal(hostsMatch('web?.EXAMPLE.com', 'web1.example.com'), true);
+    const ms = Date.now() - started;
+    assert.ok(ms < 1000, `matching took ${ms} ms`);
   });
 
   test('known_hosts text is parsed in linear time', () => {

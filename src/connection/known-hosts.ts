@@ -1,6 +1,7 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { matchPattern } from './ssh-config/patterns.js';
 
 /**
  * OpenSSH known_hosts files: parsing, matching and recording, with
@@ -82,12 +83,9 @@ function hashedMatch(field: string, name: string): boolean {
   return digest === hash;
 }
 
+/** `*` and `?` wildcards, ignoring case; linear in the number of `*` (see matchPattern). */
 function globMatch(pattern: string, name: string): boolean {
-  const regex = pattern
-    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-    .replace(/\*/g, '.*')
-    .replace(/\?/g, '.');
-  return new RegExp(`^${regex}$`, 'i').test(name);
+  return matchPattern(name.toLowerCase(), pattern.toLowerCase());
 }
 
 /** The key type named inside an SSH public key blob (its first string). */
