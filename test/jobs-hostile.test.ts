@@ -201,4 +201,36 @@ describe('jobs against another process of the account and a hostile context', { 
       await liar.shutdown();
     }
   });
+
+  test("a command's lines kept from output sent 32 MiB at a time hold their own characters, not the chunk", async () => {
+    const liar = await router.local({ name: 'commands-big-chunks' });
+    try {
+      await impersonate(liar, 'exec', async (_request: unknown, channel: unknown) => {
+        const out = channel as { send(value: unknown): Promise<void> };
+        for (let i = 0; i < 10; i++) {
+          await out.send([1, Buffer.from(`kept line number ${i}\n${'x'.repeat(32 * 1024 * 1024)}\n`)]);
+        }
+        return new Promise(() => {});
+      });
+      // Nothing kept for a result: what is held is the lines.
+      const command = liar.exec('true', [], { buffer: false });
+      command.catch(() => {});
+      const base = heldAfterGc();
+      const kept: string[] = [];
+      for await (const line of command.lines()) {
+        if (line.startsWith('kept')) kept.push(line);
+        if (kept.length === 10) break;
+      }
+      const held = heldAfterGc() - base;
+      assert.deepEqual(
+        kept,
+        Array.from({ length: 10 }, (_, i) => `kept line number ${i}`),
+      );
+      // The last chunk's long line still waits to be read (32 MiB); as views, the ten short lines held 351 MiB.
+      assert.ok(held < 48 * MiB, `10 short lines hold ${mib(held)}`);
+      command.kill('SIGKILL');
+    } finally {
+      await liar.shutdown();
+    }
+  });
 });

@@ -469,8 +469,12 @@ function claim(
   });
 }
 
-/** The first stage's complaint about an old Node (bootstrap/first-stage.js). */
-const TOO_OLD = /tendril: Node \S+ at .* is too old; Node 12 or newer is needed/;
+/**
+ * The first stage's complaint about an old Node (bootstrap/first-stage.js).
+ * The path may not hold the complaint's start again, so the run is scanned
+ * from one start at most (`.*` was quadratic on a line repeating it).
+ */
+const TOO_OLD = /tendril: Node \S+ at (?:(?!tendril: Node )[^\n])* is too old; Node 12 or newer is needed/;
 
 function isTooOld(error: unknown): boolean {
   return error instanceof InterpreterError && TOO_OLD.test(error.lastOutput);
@@ -481,8 +485,12 @@ function explain(transport: Transport, name: string, tried: string, what: string
   const output = tail.join('\n');
   const specific = transport.explain?.(output, what);
   if (specific) return specific;
+  // The shell's "sh: 1: node: not found": "node" is looked for once in the word (a lookahead does not
+  // backtrack), not at each of its occurrences as `[^:\n]*node[^:\n]*` did (quadratic on a run of them).
   if (
-    /tendril: no Node\.js interpreter found|is too old; Node 12|: (?:exec: )?[^:\n]*node[^:\n]*: not found/.test(output)
+    /tendril: no Node\.js interpreter found|is too old; Node 12|: (?:exec: )?(?=[^:\n]*node)[^:\n]*: not found/.test(
+      output,
+    )
   ) {
     return new InterpreterError(name, `no usable Node.js interpreter (${what})${remedy(output)}`, output);
   }

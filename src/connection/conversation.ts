@@ -4,6 +4,7 @@
  * with the first stage's hello. The core is held back until that hello
  * when a method may prompt, so a prompt can never read it as a password.
  */
+import { StringDecoder } from 'node:string_decoder';
 import { HELLO } from './first-stage.js';
 import type { Conversation, Session, Transport } from './method.js';
 import { MAX_SHIP_REQUEST } from './runtime-shipping.js';
@@ -11,6 +12,18 @@ import { SHIP_REQUEST } from './ship-stage.js';
 
 /** Most bytes of the target's stdout kept while waiting for the hello: the end of what it wrote there. */
 const EARLY_OUTPUT_BYTES = 4096;
+
+/**
+ * Most characters of the target's stderr a conversation keeps from one
+ * chunk to the next (since its last answer), in UTF-16 code units. Each
+ * chunk is looked at with what is kept before it, so a prompt or refusal
+ * split across chunks is still seen; a target writing without end makes
+ * nothing grow, and no chunk costs more to look at than this and itself.
+ */
+const CONVERSATION_CHARS = 8192;
+
+/** Put where kept text was cut: what follows is not the start of a line (a refusal anchored at one cannot match there). */
+const CUT = '…';
 
 /**
  * What the target wrote on its stdout before the hello: not tendril's, but
@@ -45,11 +58,17 @@ export function converse(
   onShip?: (line: string) => Promise<void>,
 ): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
+    // What the target wrote since the last answer, at most CONVERSATION_CHARS of its end.
     let seen = '';
+    // A character split across chunks is decoded whole ("пароль" must not become U+FFFD halves).
+    const decoder = new StringDecoder('utf8');
     const onPrompt = (chunk: Buffer) => {
-      seen += chunk.toString('utf8');
-      const reply = conversation?.respond(seen);
-      if (!reply) return;
+      const output = seen + decoder.write(chunk);
+      const reply = conversation?.respond(output);
+      if (!reply) {
+        seen = lastChars(output, CONVERSATION_CHARS);
+        return;
+      }
       if ('error' in reply) {
         finish();
         reject(reply.error);
@@ -105,4 +124,15 @@ export function converse(
     if (conversation) transport.stderr.on('data', onPrompt);
     transport.stdout.on('data', onOutput);
   });
+}
+
+/**
+ * The end of `text`, at most `max` characters: from the first line that
+ * starts in it, or marked as cut (`CUT`) when it is all one line.
+ */
+function lastChars(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const from = text.length - max;
+  const newline = text.indexOf('\n', from - 1);
+  return newline === -1 ? CUT + text.slice(from) : text.slice(newline + 1);
 }

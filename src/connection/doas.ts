@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { hostname } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
+import { becomeEnvironment } from './become-environment.js';
 import { PasswordError } from './errors.js';
 import { spawnTransport } from './local.js';
 import type { ConnectionMethod, Transport } from './method.js';
@@ -49,7 +50,7 @@ export const doas: ConnectionMethod<DoasOptions> = {
     const inner = `${shellCommand([options.doasPath ?? 'doas', '-u', to, '--', ...argv])} <&3 >&4 3<&- 4>&-`;
     const child = spawn('script', ['-q', '-e', '-f', '-c', inner, '/dev/null'], {
       stdio: ['pipe', 'pipe', 'ignore', 'pipe', 'pipe'],
-      env: { ...process.env, SHELL: '/bin/sh' },
+      env: { ...becomeEnvironment(), SHELL: '/bin/sh' },
     });
     const [terminalIn, terminalOut, , streamIn, streamOut] = child.stdio;
     return {

@@ -9,6 +9,7 @@ import {
   UnsafePlaceError,
 } from '../core/private-directory.js';
 import { readRegularFile } from '../core/regular-file.js';
+import { matchPattern } from './ssh-config/patterns.js';
 
 /**
  * OpenSSH known_hosts files: parsing, matching and recording, with
@@ -90,12 +91,9 @@ function hashedMatch(field: string, name: string): boolean {
   return digest === hash;
 }
 
+/** `*` and `?` wildcards, ignoring case; linear in the number of `*` (see matchPattern). */
 function globMatch(pattern: string, name: string): boolean {
-  const regex = pattern
-    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-    .replace(/\*/g, '.*')
-    .replace(/\?/g, '.');
-  return new RegExp(`^${regex}$`, 'i').test(name);
+  return matchPattern(name.toLowerCase(), pattern.toLowerCase());
 }
 
 /** The key type named inside an SSH public key blob (its first string). */
@@ -107,7 +105,10 @@ export function keyTypeOf(blob: Buffer): string {
 
 /** OpenSSH's fingerprint of a key blob: `SHA256:` and unpadded base64. */
 export function fingerprint(blob: Buffer): string {
-  return `SHA256:${createHash('sha256').update(blob).digest('base64').replace(/=+$/, '')}`;
+  return `SHA256:${createHash('sha256')
+    .update(blob)
+    .digest('base64')
+    .replace(/(?<!=)=+$/, '')}`;
 }
 
 /**

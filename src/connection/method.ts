@@ -62,10 +62,14 @@ export type Reply = { answer: string } | { error: BootstrapError };
 /**
  * Answers the prompts of a method that may ask for a password before the
  * interpreter runs (sudo, su, doas, ssh through OpenSSH). Output is fed in
- * as it arrives; after an answer, the text seen so far is dropped.
+ * as it arrives, a bounded tail of it (conversation.ts); after an answer,
+ * the text seen so far is dropped.
  */
 export interface Conversation {
-  /** Looks at the output seen since the last answer; returns what to do, or undefined to keep waiting. */
+  /**
+   * Looks at the output since the last answer (at most the last 8 KiB
+   * kept, and the latest chunk); returns what to do, or undefined to keep waiting.
+   */
   respond(output: string): Reply | undefined;
 }
 

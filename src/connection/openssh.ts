@@ -193,7 +193,8 @@ function explain(
   if (askpass?.asked.passphrase && askpass.asked.passphrase > 1) {
     return new PasswordError(name, `the passphrase for ${options.identityFile ?? 'the private key'} is wrong`);
   }
-  const denied = /Permission denied \(([^)]*)\)/.exec(output);
+  // Not past a newline or another "(": each run is scanned from one start (`[^)]*` was quadratic).
+  const denied = /Permission denied \(([^()\n]*)\)/.exec(output);
   if (denied) {
     if (askpass?.asked.password && askpass.asked.password > 1) {
       return new PasswordError(name, `wrong password for ${options.username ?? 'the account'} on ${where}`);
@@ -208,6 +209,9 @@ interface Askpass {
   asked: { password: number; passphrase: number };
   close(): void;
 }
+
+/** Most characters of an askpass prompt kept, to tell a passphrase prompt from a password prompt. */
+const MAX_ASKPASS_PROMPT = 4096;
 
 /**
  * A one-time socket in a private directory that answers ssh's askpass
@@ -224,7 +228,8 @@ function startAskpass(password: string | undefined, passphrase: string | undefin
   const server: Server = createServer((socket) => {
     let prompt = '';
     socket.on('data', (chunk) => {
-      prompt += chunk.toString();
+      // ssh's prompt can carry the server's keyboard-interactive text: its start is all that is needed.
+      if (prompt.length < MAX_ASKPASS_PROMPT) prompt += chunk.toString();
     });
     socket.on('end', () => {
       const kind = /passphrase/i.test(prompt) ? 'passphrase' : 'password';

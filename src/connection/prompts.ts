@@ -11,15 +11,55 @@ export interface BecomeOptions extends CommonOptions {
   password?: string;
 }
 
-/** "Password:" in the languages su and friends are commonly translated to. */
-export const PASSWORD_PROMPT =
-  /(?:password|passwort|mot de passe|contraseña|senha|parola d'ordine|wachtwoord|lösenord|hasło|heslo|пароль|密码|密碼|パスワード|암호|비밀번호)[^\n:：]*[:：]\s*$/i;
+/** The word "password" in the languages su and friends are commonly translated to, as alternatives of a regular expression. */
+const PASSWORD_WORDS =
+  "password|passwort|mot de passe|contraseña|senha|parola d'ordine|wachtwoord|lösenord|hasło|heslo|пароль|密码|密碼|パスワード|암호|비밀번호";
+
+/**
+ * "Password:" in the languages su and friends are commonly translated to,
+ * ending the text: a password word, then on the same line and before any
+ * other colon a colon, then only whitespace. Linear on any text: the run
+ * between the word and the colon may hold no other password word, so each
+ * character is scanned from one start at most, however often a target
+ * repeats the word without a colon (the plain `word[^\n:]*:` was quadratic
+ * there: 216 KB of it froze the event loop for seconds).
+ */
+export const PASSWORD_PROMPT = new RegExp(`(?:${PASSWORD_WORDS})(?:(?!${PASSWORD_WORDS})[^\\n:：])*[:：]\\s*$`, 'i');
+
+/** Longest end of the output's last line a prompt is looked for in, in characters: a prompt is short. */
+const PROMPT_LINE_CHARS = 1024;
+
+/** Most characters of the output a refusal's error quotes, ending with the line the refusal is on. */
+const REFUSAL_QUOTE_CHARS = 4096;
+
+/**
+ * What of `output` can end in a prompt: its last line once trailing
+ * whitespace (blank lines too) is dropped, at most its last
+ * `PROMPT_LINE_CHARS` characters. A prompt is at the end of what the tool
+ * wrote, on its last line, so prompts are matched against this alone:
+ * however much a target writes before one, looking for it costs no more.
+ */
+export function promptLine(output: string): string {
+  const text = output.trimEnd();
+  const start = text.lastIndexOf('\n') + 1;
+  return text.slice(Math.max(start, text.length - PROMPT_LINE_CHARS));
+}
+
+/** The part of `output` a refusal's error quotes: up to the end of the line `found` is on, at most `REFUSAL_QUOTE_CHARS`. */
+function quoteRefusal(output: string, found: RegExpExecArray): string {
+  const newline = output.indexOf('\n', found.index + found[0].length);
+  const end = newline === -1 ? output.length : newline;
+  return output.slice(Math.max(0, end - REFUSAL_QUOTE_CHARS), end);
+}
 
 /** A refusal the tool may print, and the error it becomes. */
 export interface Refusal {
-  /** Matches the refusal in the output. */
+  /**
+   * Matches the refusal anywhere in the output (at most the conversation's
+   * bound and the latest chunk): it must be linear on hostile text.
+   */
   pattern: RegExp;
-  /** Builds the error from the output. */
+  /** Builds the error from the output that shows the refusal (at most `REFUSAL_QUOTE_CHARS`, ending with its line). */
   error: (output: string) => NotAllowedError | PasswordError;
   /** Only counts once a password was answered (a rejection of it). */
   afterAnswer?: boolean;
@@ -35,7 +75,7 @@ export interface PasswordDialog {
   to: string;
   /** The password to answer with, if one was given. */
   password: string | undefined;
-  /** Matches the tool's prompt at the end of its output. */
+  /** Matches the tool's prompt at the end of its output; tested on `promptLine(output)` only, and linear on any text. */
   prompt: RegExp;
   /** Refusals, checked before prompts. */
   refusals: Refusal[];
@@ -58,7 +98,9 @@ export function localAccount(): { user: string; host: string } {
  * Answers a tool's password prompt once. A second prompt means the
  * password was wrong, and a prompt without a password to give is an error
  * at once: both are a `PasswordError` immediately, never a timeout. The
- * password itself never appears in any message.
+ * password itself never appears in any message. Refusals are looked for
+ * in all of the output it is given, the prompt only at its end
+ * (`promptLine`).
  */
 export function passwordConversation(dialog: PasswordDialog): Conversation {
   const { host } = localAccount();
@@ -67,10 +109,11 @@ export function passwordConversation(dialog: PasswordDialog): Conversation {
   return {
     respond(output: string): Reply | undefined {
       for (const refusal of dialog.refusals) {
-        if (refusal.pattern.test(output) && (asked > 0 || !refusal.afterAnswer))
-          return { error: refusal.error(output) };
+        if (refusal.afterAnswer && asked === 0) continue;
+        const found = refusal.pattern.exec(output);
+        if (found) return { error: refusal.error(quoteRefusal(output, found)) };
       }
-      if (!dialog.prompt.test(output)) return undefined;
+      if (!dialog.prompt.test(promptLine(output))) return undefined;
       asked++;
       if (dialog.password === undefined) {
         return {

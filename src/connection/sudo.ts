@@ -62,7 +62,10 @@ export const sudo: ConnectionMethod<SudoOptions> = {
   },
   conversation(options, session) {
     // sudo prints the marker as is; sudo-rs wraps it with PAM's own prompt: `[sudo: <marker>] Password: `.
-    const prompt = new RegExp(`${escapeRegExp(marker(session.token))}(?:\\][^\\n]*)?\\s*$`);
+    // The rest of the line may not hold the marker again: a target that learnt it (it is on sudo's
+    // command line) and repeats it cannot make matching quadratic.
+    const mark = escapeRegExp(marker(session.token));
+    const prompt = new RegExp(`${mark}(?:\\](?:(?!${mark})[^\\n])*)?\\s*$`);
     return becomeConversation('sudo', options, session, prompt, ({ from, to, contextName }) => [
       {
         pattern: /must have a tty to run sudo/i,

@@ -10,5 +10,5 @@ export const CALL_FILE = '[tendril call]';
 
 /** The file name a call's `require()` resolves from: a name in its base directory. */
 export function callOrigin(base: string): string {
-  return `${base.replace(/\/+$/, '')}/${CALL_FILE}`;
+  return `${base.replace(/(?<!\/)\/+$/, '')}/${CALL_FILE}`;
 }

@@ -274,7 +274,8 @@ function reportStray(contextName: string, what: string, error: unknown): void {
   } catch {
     text = Object.prototype.toString.call(error);
   }
-  const frame = /\n\s+at (?!.*(?:node:|internal\/))([^\n]+)/.exec(text)?.[1];
+  // `[ \t]+`, not `\s+`: a run of newlines in a message must not be scanned again from each of them.
+  const frame = /\n[ \t]+at (?![^\n]*(?:node:|internal\/))([^\n]+)/.exec(text)?.[1];
   const where = frame ? `, thrown by a call's code at ${frame}` : '';
   process.stderr.write(`tendril: ${what} in context '${contextName}'${where} (the context carries on): ${text}\n`);
 }

@@ -18,7 +18,7 @@ import { CALL_SETTLED } from './symbols.js';
  */
 function explainReferenceError(error: unknown): void {
   if (!(error instanceof ReferenceError) || !/^\S+ is not defined$/.test(error.message)) return;
-  const firstFrame = /\n\s+at [^\n]*/.exec(error.stack ?? '')?.[0] ?? '';
+  const firstFrame = /\n[ \t]+at [^\n]*/.exec(error.stack ?? '')?.[0] ?? '';
   if (!isShippedFrame(firstFrame)) return;
   error.message +=
     ': functions passed to call() travel as source text and cannot see variables of the scope they were written in; pass values as arguments, and write globals of this context as globalThis.<name>';

@@ -190,8 +190,9 @@ const KEYWORDS = new Set(
  * file holds (a key in a file that is not JavaScript, say).
  */
 export function withoutFileText(text: string): string {
-  // An unclosed quote runs to the end: nothing after it is kept.
-  return text.replace(/"(?:[^"\\]|\\.)*(?:"|$)/g, (quoted) => {
+  // An unclosed quote runs to the end: nothing after it is kept. Every quote that starts a fragment
+  // ends one (a lone backslash at the end too), so no run is scanned again from a quote inside it.
+  return text.replace(/"(?:[^"\\]|\\[\s\S])*(?:"|\\?$)/g, (quoted) => {
     const inner = quoted.length > 1 && quoted.endsWith('"') ? quoted.slice(1, -1) : quoted;
     return /^[^\w\s"'`\\]{1,3}$/.test(inner) || KEYWORDS.has(inner) ? quoted : '"…"';
   });

@@ -41,13 +41,14 @@ export const chroot: ConnectionMethod<ChrootOptions> = toolMethod<ChrootOptions>
   ],
   step: (options, machine) => `entering ${options.path} with chroot on ${machine}`,
   failures: (options, machine) => [
+    // The path may not hold the message's start again: each run is scanned from one start (`.*` was quadratic).
     failure(
-      /cannot change root directory to .*: No such file or directory|cannot change root directory to .*: Not a directory/,
+      /cannot change root directory to (?:(?!cannot change root directory to )[^\n])*: (?:No such file or directory|Not a directory)/,
       ContainerNotFoundError,
       `no directory ${options.path} on ${machine} to chroot into`,
     ),
     failure(
-      /cannot change root directory to .*: Permission denied/,
+      /cannot change root directory to (?:(?!cannot change root directory to )[^\n])*: Permission denied/,
       NotAllowedError,
       `this account may not reach ${options.path} on ${machine} (a directory on the way is closed to it)`,
     ),

@@ -118,8 +118,12 @@ const at = (address: string | undefined) => (address === undefined ? '' : ` at $
  */
 const DOCKER_ADDRESS = String.raw`(?: socket)?(?: at ([a-z]+://[^\s"']{1,200}?)[.:]?(?=\s|$))?`;
 
-/** The socket podman --remote tried, (1) in the match: `dial unix /run/podman/podman.sock: connect: ...`. */
-const PODMAN_SOCKET = String.raw`(?:.*dial unix (/[^\s:"']{1,200}))?`;
+/**
+ * The socket podman --remote tried, (1) in the match: `dial unix /run/podman/podman.sock: connect: ...`.
+ * What comes before it may not hold the message's start again, so each run is scanned from one start
+ * (`.*` was quadratic on a line repeating it).
+ */
+const PODMAN_SOCKET = String.raw`(?:(?:(?!unable to connect to Podman socket)[^\n])*dial unix (/[^\s:"']{1,200}))?`;
 
 /** What the container or image is called in messages. */
 function subject(options: EngineOptions): string {
@@ -206,7 +210,8 @@ export const podman: ConnectionMethod<PodmanOptions> = toolMethod<PodmanOptions>
   step: (options, machine) => `starting ${subject(options)} with podman on ${machine}`,
   failures: (options, machine) => [
     failure(
-      /no container with name or ID .* found|no such container/i,
+      // A name has no spaces: `\S+`, not `.*`, which was quadratic on a line repeating the message.
+      /no container with name or ID \S+ found|no such container/i,
       ContainerNotFoundError,
       `no ${subject(options)} on ${machine} for this account (podman ps -a lists them; rootless podman sees only its own)`,
     ),
@@ -249,7 +254,7 @@ export const podman: ConnectionMethod<PodmanOptions> = toolMethod<PodmanOptions>
       `user '${options.user}' does not exist in ${subject(options)} on ${machine}`,
     ),
     failure(
-      /image not known|initializing source|manifest unknown|requested access to the resource is denied|short-name .* did not resolve/i,
+      /image not known|initializing source|manifest unknown|requested access to the resource is denied|short-name \S+ did not resolve/i,
       ContainerNotFoundError,
       `${subject(options)} is not on ${machine} and could not be pulled`,
     ),

@@ -120,7 +120,8 @@ export const kubectl: ConnectionMethod<KubectlOptions> = toolMethod<KubectlOptio
         `the kubeconfig ${options.kubeconfig === undefined ? 'that $KUBECONFIG names' : `'${options.kubeconfig}'`} does not exist on ${machine}`,
       ),
       failure(
-        /The connection to the server .* was refused|Unable to connect to the server|no configuration has been provided/,
+        // The server is host:port: `\S+`, not `.*`, which was quadratic on a line repeating the message.
+        /The connection to the server \S+ was refused|Unable to connect to the server|no configuration has been provided/,
         BootstrapError,
         `kubectl on ${machine} could not reach the API server of ${cluster}: check the kubeconfig and that the cluster is up`,
       ),

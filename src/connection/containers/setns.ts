@@ -247,7 +247,8 @@ export const setns: ConnectionMethod<SetnsOptions> = toolMethod<SetnsOptions>({
   failures: (options, machine) => [
     failure(
       // "nsenter: cannot open /proc/PID/ns/ipc: No such file or directory": no such process (any more).
-      /cannot open \/proc\/\d+\/[^:]*: No such file or directory|No such process/,
+      // The path has no spaces: `[^:\s]*` stops where another message could start (`[^:]*` was quadratic).
+      /cannot open \/proc\/\d+\/[^:\s]*: No such file or directory|No such process/,
       ContainerNotRunningError,
       `${subject(options)} on ${machine} is gone`,
     ),

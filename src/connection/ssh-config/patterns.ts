@@ -4,11 +4,34 @@
  * list's negated entry vetoes the whole list, whatever else matched.
  */
 
-/** OpenSSH's match_pattern: `*` and `?` wildcards, case as written. */
+/**
+ * OpenSSH's match_pattern: `*` and `?` wildcards, case as written. At
+ * most text length × pattern length steps, however many `*` the pattern
+ * has (a regular expression of `.*` for each backtracked exponentially in
+ * their number: `*a*a*a*a*a*a*a*ab` took 3 s on a 40-character name).
+ */
 export function matchPattern(text: string, pattern: string): boolean {
-  let regex = '';
-  for (const c of pattern) regex += c === '*' ? '.*' : c === '?' ? '.' : c.replace(/[.+^${}()|[\]\\]/g, '\\$&');
-  return new RegExp(`^${regex}$`, 's').test(text);
+  let t = 0;
+  let p = 0;
+  // The last `*` seen, and where in the text it was last made to end: the only backtrack kept.
+  let star = -1;
+  let starEnd = 0;
+  while (t < text.length) {
+    if (p < pattern.length && pattern[p] === '*') {
+      star = p++;
+      starEnd = t;
+    } else if (p < pattern.length && (pattern[p] === '?' || pattern[p] === text[t])) {
+      p++;
+      t++;
+    } else if (star !== -1) {
+      p = star + 1;
+      t = ++starEnd;
+    } else {
+      return false;
+    }
+  }
+  while (pattern[p] === '*') p++;
+  return p === pattern.length;
 }
 
 /**

@@ -117,7 +117,8 @@ export class ConfigReader {
     host: string,
   ): void {
     const where = `${file} line ${lineNumber}`;
-    const line = raw.replace(/[ \t\r\n\f]+$/, '');
+    // The lookbehind starts one attempt per run of whitespace, not one per character of it (quadratic).
+    const line = raw.replace(/(?<![ \t\r\n\f])[ \t\r\n\f]+$/, '');
     // The keyword ends at whitespace, a quote or one '=' (strdelim).
     const head = /^[ \t\r\n]*([^ \t\r\n"=]*)/.exec(line) as RegExpExecArray;
     const keywordText = head[1] as string;

@@ -82,7 +82,8 @@ export function parsePort(text: string): number | undefined {
 
 /** OpenSSH's convtime: `90`, `1m30s`, `2h`, `1d`, `1w`; null when invalid. */
 export function parseTime(text: string): number | null {
-  if (!/^(\d+[sSmMhHdDwW]?)+$/.test(text)) return null;
+  // Not `(\d+[unit]?)+`: a run of digits could be split among its repeats in exponentially many ways.
+  if (!/^(?:\d+[sSmMhHdDwW])*\d+[sSmMhHdDwW]?$/.test(text)) return null;
   const units: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 };
   let total = 0;
   for (const [, digits, unit] of text.matchAll(/(\d+)([sSmMhHdDwW]?)/g)) {

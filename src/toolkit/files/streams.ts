@@ -109,7 +109,11 @@ export function createWriteStream(context: Context, path: string, options?: Writ
   const start = (): Promise<void> => {
     if (started) return Promise.resolve();
     started = true;
-    const name = path.replace(/\/+$/, '').split('/').pop() || 'file';
+    const name =
+      path
+        .replace(/(?<!\/)\/+$/, '')
+        .split('/')
+        .pop() || 'file';
     const begin: Begin = {
       t: 'begin',
       kind: 'file',

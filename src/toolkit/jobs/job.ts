@@ -9,6 +9,7 @@ import { checkOperationOptions, type OperationOptions } from '../../core/options
 import { ownString } from '../../core/own-copy.js';
 import { Receiver } from '../../core/receiver.js';
 import { Cancellation } from '../cancellation.js';
+import { MAX_LINE, MAX_VIEWED_TEXT } from '../commands/lines.js';
 import { type CommandJobResult, JobError, type JobErrorCode } from './errors.js';
 import { JOB_STDERR, JOB_STDOUT, type JobStatus, parseJobStatus } from './protocol.js';
 
@@ -39,14 +40,6 @@ const JOB_ERROR_CODES: ReadonlySet<string> = new Set([
   'ERR_TENDRIL_JOB_START',
   'ERR_TENDRIL_JOB_STATE_DIRECTORY',
 ]);
-
-/** Longest line `output()` holds before yielding it in parts, in characters. */
-const MAX_LINE = 1024 * 1024;
-/**
- * Most text whose lines `output()` yields as views of it, in characters:
- * a context sends 256 KiB at a time, after at most `MAX_LINE` held back.
- */
-const MAX_VIEWED_TEXT = 2 * MAX_LINE;
 
 /**
  * A job: work started on a target in a process of its own that outlives
@@ -202,11 +195,12 @@ export class Job<T = unknown> {
           throw this.malformed('output that is not [stream, text]');
         }
         const index = value[0] === JOB_STDOUT ? 0 : 1;
-        const text = `${partial[index]}${value[1]}`;
+        // Only the new text is split: a long unfinished line is not scanned again for each message.
+        const lines = value[1].split('\n');
+        lines[0] = `${partial[index]}${lines[0]}`;
         // Lines are views of the text they are split from: from more text than an honest context sends at
         // once, each is copied, so that a line the program keeps holds its own characters, not all of it.
-        const own = text.length > MAX_VIEWED_TEXT ? ownString : (line: string) => line;
-        const lines = text.split('\n');
+        const own = value[1].length > MAX_VIEWED_TEXT ? ownString : (line: string) => line;
         let rest = lines.pop() as string;
         for (const line of lines) yield { stream: names[index], line: own(line) };
         while (rest.length > MAX_LINE) {
