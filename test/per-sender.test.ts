@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type Context, type LogRecord, ProtocolError, Router, type RouterWarning } from 'tendril';
-import { ADD_ROUTE, DEL_ROUTE, encode, FORWARD_LOG, ROUTE_PRESSURE } from '#dist/internal.js';
+import {
+  type Context,
+  ContextDisconnectedError,
+  type LogRecord,
+  ProtocolError,
+  Router,
+  type RouterWarning,
+} from 'tendril';
+import { ADD_ROUTE, ALLOCATE_ID, DEL_ROUTE, encode, FORWARD_LOG, ROUTE_PRESSURE } from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
 import { claimIds, forgeConnectReplies } from './support/hostile.js';
 import { switchOf } from './support/internals.js';
@@ -213,11 +220,17 @@ describe('what one member of a subtree can take from the rest of it', () => {
   });
   after(() => router.shutdown());
 
-  test('an isolated call that asks for every context ID it can leaves its context IDs of its own: isolated calls and starts via it go on', async () => {
+  test('isolated calls that ask for every context ID they can, one after another, leave their context IDs of its own: isolated calls and starts via it go on', async () => {
     const context = await router.local({ name: 'isolating' });
     const { granted, refusal } = await context.callWith({ isolate: true }, drainIds, 2 ** 21);
     assert.ok(granted <= 0.75 * 2 ** 20, `the isolated call was granted ${granted} IDs`);
-    assert.match(refusal, /and the contexts it started have used their share of \d+ context IDs/);
+    assert.match(
+      refusal,
+      /the contexts started under 'isolating' .* have used the \d+ context IDs they may have together/,
+    );
+    // The next one, a member of its own, finds what the first left for the context: nothing.
+    const second = await context.callWith({ isolate: true }, drainIds, 2 ** 21);
+    assert.equal(second.granted, 0, `the second isolated call was granted ${second.granted} IDs`);
     // The context's own refill, as it asks when its block runs low.
     const own = await context.call(drainIds, 1000);
     assert.deepEqual([own.granted, own.refusal], [1000, '']);
@@ -235,6 +248,125 @@ describe('what one member of a subtree can take from the rest of it', () => {
     assert.ok(refused.length > 0, 'the master refused some');
     const child = await router.local({ name: 'started-after-routes', via: parent });
     assert.equal(await child.call(() => 'started'), 'started');
+    await parent.shutdown();
+  });
+});
+
+/**
+ * Shipped (self-contained): announces to this context's parent the route
+ * requests `requests` ([handle, payload] each, as this context sends
+ * them), then makes a round trip to the master behind them.
+ */
+async function announce(requests: [number, unknown[]][], ALLOCATE_ID: number): Promise<void> {
+  const core = require('tendril:core') as {
+    contextRuntime(): {
+      router: {
+        id: number;
+        parentId: number;
+        send(message: unknown): void;
+        request(dst: number, handle: number, payload: Uint8Array): Promise<unknown>;
+      };
+    };
+    encode(value: unknown): Uint8Array;
+    Message: { encoded(header: object, value: unknown): unknown };
+  };
+  const router = core.contextRuntime().router;
+  for (const [handle, payload] of requests) {
+    router.send(
+      core.Message.encoded({ dst: router.parentId, src: router.id, auth: router.id, handle, replyTo: 0 }, payload),
+    );
+  }
+  await router.request(0, ALLOCATE_ID, core.encode(1));
+}
+
+describe('what a grandchild can do with IDs, names and cycles', () => {
+  let router: Router;
+  const lines: LogRecord[] = [];
+  before(() => {
+    router = new Router({ maxHeldBytes: 8 * 1024 * 1024 });
+    router.on('log', (record) => lines.push(record));
+  });
+  after(() => router.shutdown());
+
+  test("a departed sibling's ID, announced again, takes none of the calls still meant for the sibling", async () => {
+    const parent = await router.local({ name: 'ids-parent' });
+    const attacker = await router.local({ name: 'ids-attacker', via: parent });
+    const sibling = await router.local({ name: 'ids-sibling', via: parent });
+    // The attacker answers any call routed to it for another context.
+    await attacker.call(() => {
+      const core = require('tendril:core') as {
+        CALL_FUNCTION: number;
+        contextRuntime(): {
+          router: {
+            id: number;
+            route(message: { dst: number; src: number; handle: number; replyTo: number }, from: unknown): void;
+            send(message: unknown): void;
+          };
+        };
+        Message: { encoded(header: object, value: unknown): unknown };
+      };
+      const own = core.contextRuntime().router;
+      const route = own.route;
+      own.route = function (message, from) {
+        if (message.dst !== own.id && message.handle === core.CALL_FUNCTION) {
+          const header = { dst: message.src, src: message.dst, auth: own.id, handle: message.replyTo, replyTo: 0 };
+          return own.send(core.Message.encoded(header, [0, 'a forged result']));
+        }
+        return route.call(this, message, from);
+      };
+    });
+    await sibling.shutdown();
+    await attacker.call(announce, [[ADD_ROUTE, [sibling.id, 'ids-sibling', attacker.id]]], ALLOCATE_ID);
+    await assert.rejects(
+      sibling.callWith({ timeout: 5000 }, (secret: string) => secret, 'a secret'),
+      ContextDisconnectedError,
+    );
+    await parent.shutdown();
+  });
+
+  test("a grandchild announcing its parent's next IDs cannot take them: starts via the parent go on", async () => {
+    const parent = await router.local({ name: 'squatted-parent' });
+    const attacker = await router.local({ name: 'squatter', via: parent });
+    const refused = collect(router, 'bad-route');
+    const squat = [1, 2, 3, 4, 5].map((n): [number, unknown[]] => [ADD_ROUTE, [attacker.id + n, 'web1', attacker.id]]);
+    await attacker.call(announce, squat, ALLOCATE_ID);
+    const started = await router.local({ name: 'after-the-squat', via: parent });
+    assert.equal(await started.call(() => 'started'), 'started');
+    assert.equal(await parent.callWith({ isolate: true }, () => 'isolated'), 'isolated');
+    assert.deepEqual(refused, [], 'the parent refused the squat itself; nothing reached the master');
+    await parent.shutdown();
+  });
+
+  test('a route cycle (a context announced again under its own child) is refused, and gets no share of its own', async () => {
+    const parent = await router.local({ name: 'cycle-parent' });
+    const attacker = await router.local({ name: 'cycler', via: parent });
+    const [x, y] = await attacker.call(claimIds, 2);
+    const warned = collect(router, 'bad-route');
+    const parentWarnings: string[] = [];
+    router.on('log', (record) => record.contextName === 'cycle-parent' && parentWarnings.push(record.text));
+    await attacker.call(
+      announce,
+      [
+        [DEL_ROUTE, [x, 'gone']],
+        [ADD_ROUTE, [x, 'again', y]],
+      ],
+      ALLOCATE_ID,
+    );
+    assert.deepEqual(warned, [], 'the parent refused it: nothing reached the master');
+    // Refused as an ID that went away (IDs never come back), before its parent's chain is looked at.
+    const refusal = new RegExp(`refused ADD_ROUTE for context ${x} from stream cycler`);
+    await waitFor(() => parentWarnings.some((text) => refusal.test(text)));
+    assert.equal(switchOf(router).routeOf(x), undefined, 'x is gone, and not back under y');
+    await parent.shutdown();
+  });
+
+  test('a fake child named like a sibling has its lines printed under a name of its own', async () => {
+    const parent = await router.local({ name: 'named-parent' });
+    const attacker = await router.local({ name: 'namer', via: parent });
+    await router.local({ name: 'named-sibling', via: parent });
+    const [fake] = await attacker.call(claimIds, 1);
+    await attacker.call(announce, [[ADD_ROUTE, [fake, 'named-sibling', attacker.id]]], ALLOCATE_ID);
+    assert.equal(switchOf(router).nameOf(fake as number), `named-sibling#${fake}`);
     await parent.shutdown();
   });
 });

@@ -152,6 +152,61 @@ describe('remote text in errors', () => {
     assert.match(error.stack ?? '', /raised in context 'hostile'/);
   });
 
+  test('a remote error of 66 MiB of control characters arrives cut to 64 Ki characters and escaped: the master lives on', async () => {
+    // Escaped whole, it made V8 gather more matches than it can hold: a fatal error of the whole master.
+    const thrown = await child
+      .call(() => {
+        const error = new Error(Buffer.alloc(66 * 1024 * 1024).toString('latin1'));
+        error.stack = 'Error: a stack cut short, so that the reply fits maxMessageSize';
+        throw error;
+      })
+      .catch((error: unknown) => error);
+    assert.ok(thrown instanceof CallError, String(thrown));
+    assert.equal(
+      thrown.remoteMessage,
+      `${'\\x00'.repeat(64 * 1024)}… (${66 * 1024 * 1024 - 64 * 1024} more characters left out)`,
+    );
+    const returned = await child.call(() => new Error('\x1b'.repeat(66 * 1024 * 1024)));
+    assert.ok(returned instanceof Error && returned.message.length < 300 * 1024, 'an Error value is cut too');
+  });
+
+  test('a dead reply of 66 MiB of escape characters ends the call with a reason cut short: the master lives on', async () => {
+    const liar = await router.local({ name: 'long-reasons' });
+    try {
+      await liar.call(() => {
+        const core = require('tendril:core') as {
+          CALL_FUNCTION: number;
+          contextRuntime(): {
+            router: {
+              id: number;
+              handlers: Map<number, { fn: (message: { src: number; replyTo: number }) => void }>;
+              send(message: unknown): void;
+            };
+          };
+          Message: new (header: object, data: Uint8Array) => unknown;
+          encode(value: unknown): Uint8Array;
+        };
+        const own = core.contextRuntime().router;
+        const entry = own.handlers.get(core.CALL_FUNCTION);
+        if (entry) {
+          entry.fn = (message) =>
+            own.send(
+              new core.Message(
+                { dst: message.src, src: own.id, auth: own.id, handle: message.replyTo, replyTo: 0, flags: 1 },
+                core.encode('\x1b'.repeat(66 * 1024 * 1024)),
+              ),
+            );
+        }
+      });
+      const failed = await liar.call(() => 1).catch((error: unknown) => error);
+      assert.ok(failed instanceof ChannelError, String(failed));
+      assert.ok(failed.reason.length < 5 * 4 * 1024 + 100, `a reason of ${failed.reason.length} characters`);
+      assert.match(failed.reason, /^(\\x1b)+… \(\d+ more characters left out\)$/);
+    } finally {
+      await liar.shutdown();
+    }
+  });
+
   test('an Error returned as a value arrives with its name and message escaped', async () => {
     const value = await child.call((text: string) => {
       const error = new TypeError(text);

@@ -148,10 +148,13 @@ function start(
   });
   serve(router, MODULE_STATS_SPEC, () => importer.stats);
   const logs = new LogForwarder(router);
+  const ids = new IdPool(router, config.idBlock);
+  // A child announces only IDs of its own subtree: not those this context numbers its next children with.
+  router.idClaims = (target, childId) => ids.mayClaim(target, childId);
   const runtime: Runtime = {
     router,
     broker,
-    ids: new IdPool(router, config.idBlock),
+    ids,
     coreSource,
     codeCache: codeCacheForChildren(coreSource, requireFn),
     firstStage: config.firstStage,

@@ -3,6 +3,7 @@ import type { Message } from './message.js';
 import { RateLimit } from './rate-limit.js';
 import { type Lineage, lineageOf, shareAt } from './shares.js';
 import type { Stream } from './stream.js';
+import { MAX_REMOTE_WORD, shownRemoteText } from './terminal-text.js';
 
 /**
  * Dead replies sent down one stream: a burst, then this many per second.
@@ -22,7 +23,8 @@ const MAX_MEMBER_LIMITS = 4096;
 export function deadReason(message: Message): string {
   try {
     const reason = decode(message.data);
-    return typeof reason === 'string' ? reason : 'message could not be delivered';
+    // Another context's words: kept short, and made inert for a terminal.
+    return typeof reason === 'string' ? shownRemoteText(reason, MAX_REMOTE_WORD) : 'message could not be delivered';
   } catch {
     return 'message could not be delivered';
   }
@@ -67,6 +69,9 @@ export class DeadReplyLimits {
           `context ${this.nameOf(contextId)} (id ${contextId})`,
         ]);
       }
+    } else if (chain === undefined && stream.remoteId !== dst && this.tree.parentOf(dst) !== undefined) {
+      // A descendant whose chain is lost (its ancestors went first): the least share.
+      levels.push([this.member(dst, Number.POSITIVE_INFINITY), `context ${this.nameOf(dst)} (id ${dst})`]);
     }
     levels.push([limit, `stream ${stream.name}`]);
     const empty = levels.find(([rate]) => !rate.available());

@@ -199,13 +199,35 @@ class ShareAccount implements Charges {
   charge(bytes: number, what: string, reserve = 0): void {
     const full = this.shares.shortfall(this.chain, bytes + reserve);
     if (full !== undefined)
-      throw this.holdings.refused(full.contextId, full.level, full.share, full.used, bytes, what, reserve);
+      throw this.holdings.refused(
+        full.contextId,
+        full.contextId === this.chain[0] ? full.level : -2,
+        full.share,
+        full.used,
+        bytes,
+        what,
+        reserve,
+      );
     this.shares.take(this.chain, bytes);
   }
 
   release(bytes: number): void {
     this.shares.give(this.chain, bytes);
   }
+}
+
+/** What is charged for a descendant whose place in the tree is not known: nothing may be held for it. */
+class Unplaced implements Charges {
+  constructor(
+    private readonly holdings: Holdings,
+    private readonly contextId: number,
+  ) {}
+
+  charge(bytes: number, what: string, reserve = 0): void {
+    throw this.holdings.refused(this.contextId, -1, 0, 0, bytes, what, reserve);
+  }
+
+  release(): void {}
 }
 
 /**
@@ -242,9 +264,10 @@ export class Holdings {
    */
   accountOf(contextId: number): Charges {
     if (this.router.routeOf(contextId) !== undefined) {
+      // A route is announced with its parent, and its chain checked; one whose chain is lost (its
+      // ancestors went first, as a subtree goes) is held nothing: it has no share to charge.
       const chain = lineageOf(this.router, contextId);
-      // A route always has a parent on record; a chain past the depth bound falls to its child's share.
-      return new ShareAccount(this, this.shares, chain ?? [this.childOf(contextId)]);
+      return chain ? new ShareAccount(this, this.shares, chain) : new Unplaced(this, contextId);
     }
     if (contextId === this.router.id || this.router.parentIds.includes(contextId)) return this.unlimited;
     this.beyond ??= new Account(
@@ -258,12 +281,11 @@ export class Holdings {
     return this.beyond;
   }
 
-  /** The child of this context that `contextId` is routed through. */
-  private childOf(contextId: number): number {
-    return this.router.routeOf(contextId)?.remoteId ?? contextId;
-  }
-
-  /** The error for a charge past the share of `contextId` (at `level` below a child), reported as a `quota` warning. */
+  /**
+   * The error for a charge past the share of `contextId` (at `level`
+   * below a child; -1 for one whose place is not known, -2 for what the
+   * contexts below it may hold together), reported as a `quota` warning.
+   */
   refused(
     contextId: number,
     level: number,
@@ -277,7 +299,11 @@ export class Holdings {
     const whose =
       level === 0
         ? undefined
-        : `context '${name}' (id ${contextId}) and the contexts it started (a share of ${Math.round(MEMBER_SHARE * 100)}% of their parent's, so that one context cannot use up its parent's account)`;
+        : level === -1
+          ? `context '${name}' (id ${contextId}), whose parent has gone (nothing is held for a context whose place in the tree is not known)`
+          : level === -2
+            ? `the contexts started under '${name}' (id ${contextId}) together (at most ${Math.round(MEMBER_SHARE * 100)}% of its own share: the rest is kept for it)`
+            : `context '${name}' (id ${contextId}) and the contexts it started (a share of ${Math.round(MEMBER_SHARE * 100)}% of their parent's, so that one context cannot use up its parent's account)`;
     const error = new HeldBytesError(
       name,
       contextId,

@@ -31,6 +31,8 @@ export const ID_BLOCK_SIZE = 1000;
 export class IdPool implements IdSource {
   private readonly blocks: IdBlock[] = [];
   private refilling: Promise<void> | undefined;
+  /** What this pool numbered each child with (its ID, and the block it was handed), as ranges owned by the child. */
+  private readonly given = new OwnedRanges();
 
   /**
    * @param router this context's router, used to ask the master for more IDs.
@@ -57,7 +59,24 @@ export class IdPool implements IdSource {
     const id = this.take();
     // Give a quarter of what is left, so a chain of contexts can nest several levels deep without asking.
     const share = Math.floor(this.size / 4);
-    return { id, block: share >= 2 ? this.takeBlock(share) : null };
+    const block = share >= 2 ? this.takeBlock(share) : null;
+    this.given.add(id, id + 1, id);
+    if (block) this.given.add(block[0], block[1], id);
+    return { id, block };
+  }
+
+  /**
+   * Whether the child `childId` may announce `target` as a context of its
+   * subtree: not an ID this pool still holds (it numbers its own next
+   * children with them: a child announcing them would take those starts'
+   * IDs), nor one it numbered another child with, nor one of a block it
+   * handed another child. An ID from a block the master granted within
+   * the child's subtree is none of these.
+   */
+  mayClaim(target: number, childId: number): boolean {
+    for (const [start, end] of this.blocks) if (target >= start && target < end) return false;
+    const owner = this.given.ownerOf(target);
+    return owner === undefined || owner === childId;
   }
 
   private take(): number {
@@ -89,5 +108,42 @@ export class IdPool implements IdSource {
         });
     }
     return this.refilling;
+  }
+}
+
+/**
+ * Disjoint ranges of IDs, each owned by a child: found by binary search,
+ * so checking an announcement costs a few steps however many children a
+ * context has started.
+ */
+class OwnedRanges {
+  private readonly starts: number[] = [];
+  private readonly ends: number[] = [];
+  private readonly owners: number[] = [];
+
+  /** Records that `[start, end)` was handed to `owner`. */
+  add(start: number, end: number, owner: number): void {
+    const at = this.search(start);
+    this.starts.splice(at, 0, start);
+    this.ends.splice(at, 0, end);
+    this.owners.splice(at, 0, owner);
+  }
+
+  /** The owner of the range `id` lies in, if any. */
+  ownerOf(id: number): number | undefined {
+    const at = this.search(id + 1) - 1;
+    return at >= 0 && id < (this.ends[at] as number) ? this.owners[at] : undefined;
+  }
+
+  /** Where a range starting at `start` goes: the first range starting at or after it. */
+  private search(start: number): number {
+    let lo = 0;
+    let hi = this.starts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if ((this.starts[mid] as number) < start) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 }

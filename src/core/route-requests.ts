@@ -4,7 +4,7 @@ import { ROUTE_PRESSURE_SPEC } from './protocol/route-pressure.js';
 import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC, RouteRefusedError } from './protocol/routes.js';
 import { type ServeOptions, serve } from './protocol/serve.js';
 import { MAX_ROUTES_PER_STREAM } from './route-table.js';
-import { MAX_TREE_DEPTH } from './shares.js';
+import { lineageOf, MAX_TREE_DEPTH } from './shares.js';
 import type { Stream } from './stream.js';
 import type { MessageSwitch } from './switch.js';
 
@@ -62,8 +62,17 @@ export function serveRouteRequests(host: MessageSwitch, changes: RouteChanges): 
       if (host.routeOf(target) === stream && known !== undefined && known !== parent) {
         refuseRoute(host, 'ADD_ROUTE', target, stream, `it was announced before with parent ${known}`);
       }
-      if (parent !== stream.remoteId && (host.depthOf(parent) ?? MAX_TREE_DEPTH) >= MAX_TREE_DEPTH) {
-        refuseRoute(host, 'ADD_ROUTE', target, stream, `it would be more than ${MAX_TREE_DEPTH} contexts deep`);
+      // The parent's chain must reach this context's child, without the target on it (a cycle of withdrawn and
+      // re-announced routes would make every share below unknowable) and within the depth bound.
+      const chain = lineageOf(host, parent);
+      if (chain === undefined || chain.length >= MAX_TREE_DEPTH || chain.includes(target)) {
+        refuseRoute(
+          host,
+          'ADD_ROUTE',
+          target,
+          stream,
+          `its parent ${parent} is not in that subtree within ${MAX_TREE_DEPTH} levels, or was started by it`,
+        );
       }
       const full = changes.fullShare(target, parent);
       if (full !== undefined) {

@@ -1,4 +1,4 @@
-import { MAX_TREE_DEPTH, Shares } from './shares.js';
+import { Shares } from './shares.js';
 import type { Stream } from './stream.js';
 
 /** Departed contexts remembered, for errors that say what became of them. */
@@ -33,6 +33,8 @@ export class RouteTable {
   /** Descendant context ID -> stream it is reached through. */
   private readonly routes = new Map<number, Stream>();
   private readonly names = new Map<number, string>();
+  /** How many reachable contexts have each name, so that a name is found without a scan of them all. */
+  private readonly named = new Map<string, number>();
   /** Descendant context ID -> the context that started it, as announced (checked by each router on the way). */
   private readonly parents = new Map<number, number>();
   /** Contexts that went away: name and why, oldest first, at most MAX_DEPARTED. */
@@ -51,8 +53,7 @@ export class RouteTable {
 
   /** True when a reachable context known here has this name. */
   hasContextNamed(name: string): boolean {
-    for (const known of this.names.values()) if (known === name) return true;
-    return false;
+    return this.named.has(name);
   }
 
   /** Names of the reachable contexts known here that start with `prefix`. */
@@ -64,7 +65,17 @@ export class RouteTable {
 
   /** Records a context's name for messages and errors. */
   setName(contextId: number, name: string): void {
+    this.unname(contextId);
     this.names.set(contextId, name);
+    this.named.set(name, (this.named.get(name) ?? 0) + 1);
+  }
+
+  private unname(contextId: number): void {
+    const name = this.names.get(contextId);
+    if (name === undefined) return;
+    const count = (this.named.get(name) ?? 1) - 1;
+    if (count > 0) this.named.set(name, count);
+    else this.named.delete(name);
   }
 
   /** The stream a descendant is reached through, if it is known. */
@@ -119,22 +130,6 @@ export class RouteTable {
   }
 
   /**
-   * How many parents up from `contextId` this table's own children are
-   * (1 for a child), or undefined when its chain does not reach one within
-   * `MAX_TREE_DEPTH`.
-   */
-  depthOf(contextId: number, self: number): number | undefined {
-    let current = contextId;
-    for (let depth = 1; depth <= MAX_TREE_DEPTH; depth++) {
-      const parent = this.parentOf(current);
-      if (parent === undefined) return undefined;
-      if (parent === self) return depth;
-      current = parent;
-    }
-    return undefined;
-  }
-
-  /**
    * The share that one more route, for `target` announced under `chain`
    * (it and its ancestors up to a child, nearest first), would pass:
    * undefined when it fits (or `target` is counted already).
@@ -151,7 +146,7 @@ export class RouteTable {
       this.chains.set(target, chain);
     }
     this.routes.set(target, stream);
-    this.names.set(target, name);
+    this.setName(target, name);
     this.parents.set(target, parent);
   }
 
@@ -169,6 +164,7 @@ export class RouteTable {
     const reason = this.leaving.get(target) ?? streamReason;
     this.leaving.delete(target);
     this.departed.set(target, { name: this.nameOf(target), reason, parent: this.parents.get(target) });
+    this.unname(target);
     this.names.delete(target);
     this.parents.delete(target);
     if (this.departed.size > MAX_DEPARTED) this.departed.delete(this.departed.keys().next().value as number);

@@ -9,8 +9,9 @@
  * child gets `limit`, and each context below gets `MEMBER_SHARE` of what its
  * parent's subtree gets (never less than a floor). A charge on behalf of a
  * context counts against it and every ancestor up to the child, and must fit
- * all of them. Whatever one member does, its parent keeps at least a quarter
- * of its own share for itself and its other children.
+ * its own share and, for each ancestor, the share of a child of that
+ * ancestor: whatever its descendants do, together or one after another,
+ * each context keeps at least a quarter of its own share for itself.
  */
 
 /**
@@ -101,11 +102,21 @@ export class Shares {
   /** The most that may still be taken for the context at the head of `chain` (see `lineageOf`). */
   room(chain: readonly number[]): number {
     let room = Number.POSITIVE_INFINITY;
-    for (let i = 0; i < chain.length; i++) {
-      const share = shareAt(this.limit, chain.length - 1 - i, this.floor);
-      room = Math.min(room, share - this.usedBy(chain[i] as number));
-    }
+    for (let i = 0; i < chain.length; i++)
+      room = Math.min(room, this.bound(chain, i) - this.usedBy(chain[i] as number));
     return Math.max(0, room);
+  }
+
+  /**
+   * How much the subtree of `chain[i]` may hold of what the context at the
+   * head of `chain` takes: its share, for that context itself; for an
+   * ancestor, the share of a child of it, so that what its descendants
+   * take together (one after another too, for what is counted for a
+   * subtree's life, such as IDs) leaves it the rest of its own.
+   */
+  private bound(chain: readonly number[], i: number): number {
+    const level = chain.length - 1 - i;
+    return shareAt(this.limit, i === 0 ? level : level + 1, this.floor);
   }
 
   /**
@@ -115,10 +126,9 @@ export class Shares {
   shortfall(chain: readonly number[], amount: number): Shortfall | undefined {
     for (let i = 0; i < chain.length; i++) {
       const contextId = chain[i] as number;
-      const level = chain.length - 1 - i;
-      const share = shareAt(this.limit, level, this.floor);
+      const share = this.bound(chain, i);
       const used = this.usedBy(contextId);
-      if (used + amount > share) return { contextId, level, share, used };
+      if (used + amount > share) return { contextId, level: chain.length - 1 - i, share, used };
     }
     return undefined;
   }

@@ -223,11 +223,6 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     return false;
   }
 
-  /** How far below this router descendant `contextId` is (1 for a child), or undefined past `MAX_TREE_DEPTH` or when unknown. */
-  depthOf(contextId: number): number | undefined {
-    return this.routes.depthOf(contextId, this.id);
-  }
-
   /** What became of `contextId`, when it went away and has had no route since. */
   departureOf(contextId: number): Departure | undefined {
     return this.routes.has(contextId) ? undefined : this.routes.lastDeparture(contextId);
@@ -455,8 +450,19 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
   protected mayRoute(target: number, stream: Stream): boolean {
     if (target === this.id || this.parentIds.includes(target)) return false;
     const existing = this.routes.get(target);
+    // IDs are never reused: one that went away does not come back (the master remembers them all).
+    if (existing === undefined && this.routes.lastDeparture(target) !== undefined) return false;
+    if (this.idClaims && !this.idClaims(target, stream.remoteId)) return false;
     return existing === undefined || existing === stream || existing.closed;
   }
+
+  /**
+   * Whether the child `childId` may announce `target`, as this context's
+   * ID source knows: not an ID it still holds or numbered another child
+   * with, nor one of a block it handed another child (see `IdPool`).
+   * Undefined where nothing is known (the master checks its own blocks).
+   */
+  idClaims: ((target: number, childId: number) => boolean) | undefined;
 
   /** `target` and its ancestors up to the child of this context it is reached through, given its `parent`. */
   private chainUnder(target: number, parent: number): number[] {
@@ -464,10 +470,19 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     return [target, ...(lineageOf(this, parent) ?? [parent])];
   }
 
-  private addRoute(target: number, name: string, parent: number, stream: Stream): void {
+  private addRoute(target: number, announced: string, parent: number, stream: Stream): void {
+    const name = this.routeName(target, announced);
     this.routes.add(target, name, parent, stream, this.chainUnder(target, parent));
     announceRoute(this, target, name, parent);
     this.emit('route', target, name);
+  }
+
+  /**
+   * The name a route is recorded under: as announced. The master makes it
+   * unique (its log lines are prefixed with names).
+   */
+  protected routeName(_target: number, announced: string): string {
+    return announced;
   }
 
   /**

@@ -31,6 +31,8 @@
  * fields each error documents).
  */
 
+import { ownString } from './own-copy.js';
+
 /** Options of `escapeTerminalText`. */
 export interface TerminalTextOptions {
   /**
@@ -60,7 +62,44 @@ export function escapeTerminalText(text: string, options?: TerminalTextOptions):
   const unsafe = options?.keepNewlines ? UNSAFE_TEXT : UNSAFE_LINE;
   // search() ignores and keeps lastIndex, so the shared global patterns carry no state.
   if (text.search(unsafe) === -1) return text;
-  return text.replace(unsafe, escaped);
+  if (text.length <= ESCAPE_SLICE) return text.replace(unsafe, escaped);
+  // V8 gathers every match of a replace() with a function before it calls it: past 2^27 of
+  // them that is a fatal error, not an exception. So a long text is escaped a slice at a time.
+  const parts: string[] = [];
+  for (let start = 0; start < text.length; ) {
+    let end = Math.min(text.length, start + ESCAPE_SLICE);
+    // A surrogate pair stays whole: cut before a high surrogate that ends the slice.
+    const last = text.charCodeAt(end - 1);
+    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
+    parts.push(text.slice(start, end).replace(unsafe, escaped));
+    start = end;
+  }
+  return parts.join('');
+}
+
+/** Characters escaped by one replace(): its matches stay far below V8's limit on them. */
+const ESCAPE_SLICE = 1 << 20;
+
+/** Most characters of a remote message or stack kept (`shownRemoteText`): 64 Ki. */
+export const MAX_REMOTE_TEXT = 64 * 1024;
+/** Most characters of a remote name, code or short reason kept: 4 Ki. */
+export const MAX_REMOTE_WORD = 4 * 1024;
+
+/**
+ * Text another context sent (an error's message or stack, why a message
+ * could not be delivered), as this context keeps and shows it: at most
+ * `max` characters of it, copied out of what it came in (so the rest is
+ * not kept alive), with a note of how much was left out, then escaped
+ * (`escapeTerminalText`). What a peer sends may be as long as a message
+ * allows; what is kept and shown is not.
+ * @param max most characters kept; default `MAX_REMOTE_TEXT`.
+ */
+export function shownRemoteText(text: string, max = MAX_REMOTE_TEXT, options?: TerminalTextOptions): string {
+  if (text.length <= max) return escapeTerminalText(text, options);
+  // A surrogate pair stays whole.
+  const end = text.charCodeAt(max - 1) >= 0xd800 && text.charCodeAt(max - 1) <= 0xdbff ? max - 1 : max;
+  const kept = ownString(text.slice(0, end));
+  return `${escapeTerminalText(kept, options)}… (${text.length - end} more characters left out)`;
 }
 
 /** Options that keep newlines, for the many callers escaping text of several lines. */

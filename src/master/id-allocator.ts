@@ -20,6 +20,8 @@ interface Grant {
   end: number;
   /** Context the block was given to. */
   owner: number;
+  /** One bit per ID of the block, set once it has had a route (made when the first one does). */
+  routed?: Uint8Array;
 }
 
 /** A context asked for more context IDs than its subtree may have; answered to the requester. */
@@ -43,6 +45,8 @@ export class IdAllocator implements IdSource {
   private readonly grants: Grant[] = [];
   /** IDs handed to each subtree over its lifetime, by the context at its top. */
   private readonly shares = new Shares(SUBTREE_ID_QUOTA, ID_BLOCK_SIZE);
+  /** The master's own children (in no block) that have had a route. */
+  private readonly routedChildren = new Set<number>();
 
   /** @param router the master's router; ALLOCATE_ID is served on it. */
   constructor(private readonly router: MessageSwitch) {
@@ -74,6 +78,11 @@ export class IdAllocator implements IdSource {
    */
   ownerOf(id: number): number | undefined {
     if (id <= 0 || id >= this.next) return undefined;
+    return this.grantOf(id)?.owner ?? id;
+  }
+
+  /** The block `id` lies in, if it was handed out in one. */
+  private grantOf(id: number): Grant | undefined {
     let lo = 0;
     let hi = this.grants.length - 1;
     while (lo <= hi) {
@@ -81,9 +90,34 @@ export class IdAllocator implements IdSource {
       const grant = this.grants[mid] as Grant;
       if (id < grant.start) hi = mid - 1;
       else if (id >= grant.end) lo = mid + 1;
-      else return grant.owner;
+      else return grant;
     }
-    return id;
+    return undefined;
+  }
+
+  /**
+   * Records that `id` has a route: IDs are never reused, so once it has
+   * gone, no announcement may bring it back (a context announcing a
+   * departed sibling's ID would get the calls meant for it). A bit per ID
+   * of a block: 128 KiB for a million.
+   */
+  markRouted(id: number): void {
+    const grant = this.grantOf(id);
+    if (!grant) {
+      this.routedChildren.add(id);
+      return;
+    }
+    grant.routed ??= new Uint8Array(Math.ceil((grant.end - grant.start) / 8));
+    const bit = id - grant.start;
+    grant.routed[bit >> 3] = (grant.routed[bit >> 3] as number) | (1 << (bit & 7));
+  }
+
+  /** True once `id` has had a route (see `markRouted`). */
+  wasRouted(id: number): boolean {
+    const grant = this.grantOf(id);
+    if (!grant) return this.routedChildren.has(id);
+    const bit = id - grant.start;
+    return grant.routed !== undefined && ((grant.routed[bit >> 3] as number) & (1 << (bit & 7))) !== 0;
   }
 
   /** The master's child at the top of the subtree `id` belongs to, or undefined for an ID never handed out. */
@@ -110,10 +144,14 @@ export class IdAllocator implements IdSource {
     if (room < 1) {
       const full = this.shares.shortfall(chain, 1);
       const top = full?.contextId ?? (chain[chain.length - 1] as number);
+      const name = `'${this.router.nameOf(top)}' (id ${top})`;
+      const percent = Math.round(MEMBER_SHARE * 100);
       const whose =
-        full === undefined || full.level === 0
-          ? `the contexts under '${this.router.nameOf(top)}' (id ${top}) have used their quota of ${SUBTREE_ID_QUOTA} context IDs`
-          : `'${this.router.nameOf(top)}' (id ${top}) and the contexts it started have used their share of ${full.share} context IDs (${Math.round(MEMBER_SHARE * 100)}% of what their parent's may have, so that one context cannot use up its parent's)`;
+        full === undefined || (full.level === 0 && top === requester)
+          ? `the contexts under ${name} have used their quota of ${SUBTREE_ID_QUOTA} context IDs`
+          : top === requester
+            ? `${name} and the contexts it started have used their share of ${full.share} context IDs (${percent}% of what their parent's may have, so that one context cannot use up its parent's)`
+            : `the contexts started under ${name} have used the ${full.share} context IDs they may have together (${percent}% of its own share: the rest is kept for it)`;
       const message = `${whose}; context ${requester} may not have more`;
       this.router.warn('quota', `${this.router.name}: ${message}`);
       throw new IdQuotaError(message);

@@ -335,6 +335,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     // Runtimes go only to the via starts this master makes that may ship one (see connect).
     restrictRuntimeRequests(this);
     this.on('disconnect', (contextId) => this.started.delete(contextId));
+    this.on('route', (contextId) => this.ids.markRouted(contextId));
     serve(
       this,
       FORWARD_LOG_SPEC,
@@ -410,7 +411,9 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
       );
     }
     await this.refuseIfClosing(info.id);
-    return this.keep(this.makeContext(this, info.id, info.name, via.id, info));
+    // Named as the master recorded the route (made unique there), which its log lines and errors use.
+    const name = this.nameOf(info.id);
+    return this.keep(this.makeContext(this, info.id, name, via.id, info));
   }
 
   /**
@@ -542,9 +545,22 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     return file;
   }
 
+  /**
+   * A name another reachable context has already is recorded as
+   * `<name>#<id>`, as default names are made unique: lines printed as
+   * `[name] text` then never pass for another context's (a grandchild
+   * announcing a child named like its sibling, to forward lines for it).
+   */
+  protected override routeName(target: number, announced: string): string {
+    if (this.nameOf(target) === announced || !this.hasContextNamed(announced)) return announced;
+    return `${announced}#${target}`;
+  }
+
   /** Only IDs the master handed to a stream's subtree may be announced through it. */
   protected override mayRoute(target: number, stream: Stream): boolean {
     if (!super.mayRoute(target, stream)) return false;
+    // An ID that had a route and lost it never comes back: it would take the calls still meant for that context.
+    if (this.routeOf(target) !== stream && this.ids.wasRouted(target)) return false;
     return this.inSubtreeOf(target, stream);
   }
 

@@ -1,6 +1,6 @@
 import { addExtension } from 'msgpackr';
 import { DecodeError, withoutStack } from '../errors.js';
-import { escapeTerminalText, KEEP_NEWLINES } from '../terminal-text.js';
+import { KEEP_NEWLINES, MAX_REMOTE_TEXT, MAX_REMOTE_WORD, shownRemoteText } from '../terminal-text.js';
 import { ERROR_EXTENSION } from './extension-types.js';
 
 /**
@@ -47,7 +47,11 @@ function readError(fields: unknown): Error {
     throw new DecodeError('malformed Error: expected [name, message, cause] with a string name and message');
   }
   // An error's text is printed with it (its stack starts with it): escaped, as a remote exception's is.
-  return rebuildError(escapeTerminalText(fields[0]), escapeTerminalText(fields[1], KEEP_NEWLINES), fields[2]);
+  return rebuildError(
+    shownRemoteText(fields[0], MAX_REMOTE_WORD),
+    shownRemoteText(fields[1], MAX_REMOTE_TEXT, KEEP_NEWLINES),
+    fields[2],
+  );
 }
 
 /**

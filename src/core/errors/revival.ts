@@ -1,4 +1,10 @@
-import { escapeTerminalText, KEEP_NEWLINES } from '../terminal-text.js';
+import {
+  escapeTerminalText,
+  KEEP_NEWLINES,
+  MAX_REMOTE_TEXT,
+  MAX_REMOTE_WORD,
+  shownRemoteText,
+} from '../terminal-text.js';
 import { brand, TendrilError } from './base.js';
 import { CallError, type RemoteErrorInfo, TimeoutError } from './call.js';
 import {
@@ -47,15 +53,16 @@ export function remoteError(info: RemoteErrorInfo, contextName: string, contextI
 function revive(info: unknown, contextName: string, contextId: number, depth: number, budget: FieldBudget): Error {
   const travelled: Partial<Record<keyof RemoteErrorInfo, unknown>> = isRecord(info) ? info : {};
   const safe: RemoteErrorInfo = {
-    name: typeof travelled.name === 'string' ? escapeTerminalText(travelled.name) : 'Error',
+    // Kept short (a message may be as long as a message allows) and escaped.
+    name: typeof travelled.name === 'string' ? shownRemoteText(travelled.name, MAX_REMOTE_WORD) : 'Error',
     // Anything else came from a context that does not follow the protocol; String() of it could even throw.
     message:
       typeof travelled.message === 'string'
-        ? escapeTerminalText(travelled.message, KEEP_NEWLINES)
+        ? shownRemoteText(travelled.message, MAX_REMOTE_TEXT, KEEP_NEWLINES)
         : 'a malformed error (its message is not a string)',
-    stack: typeof travelled.stack === 'string' ? escapeTerminalText(travelled.stack, KEEP_NEWLINES) : '',
+    stack: typeof travelled.stack === 'string' ? shownRemoteText(travelled.stack, MAX_REMOTE_TEXT, KEEP_NEWLINES) : '',
   };
-  if (typeof travelled.code === 'string') safe.code = escapeTerminalText(travelled.code);
+  if (typeof travelled.code === 'string') safe.code = shownRemoteText(travelled.code, MAX_REMOTE_WORD);
   // biome-ignore lint/suspicious/noPrototypeBuiltins: Object.hasOwn is missing on the Node 12 to 16.8 a child may run.
   const Class = Object.prototype.hasOwnProperty.call(REVIVABLE, safe.name) ? REVIVABLE[safe.name] : undefined;
   const fields = isRecord(travelled.fields) ? travelled.fields : undefined;

@@ -25,6 +25,9 @@ import {
 } from './protocol.js';
 import type { CommandResult } from './result.js';
 
+/** Most bytes of a command's output in one message: 16 times what a context reads from a pipe at once. */
+const MAX_OUTPUT_CHUNK = 1024 * 1024;
+
 /**
  * How much output may be in flight from a command to the master, unread:
  * the window of its Channel. Past it the remote side stops reading the
@@ -435,6 +438,15 @@ export class Command<T extends string | Buffer = string> implements Promise<Comm
   private async take(value: unknown): Promise<void> {
     if (!isOutputChunk(value)) {
       throw new ProtocolError('exec', this.context.name, 'its output was not [stream, bytes]');
+    }
+    // A context reads a command's pipes 64 KiB at a time: a piece of megabytes of short lines would stall
+    // the readers, and each line kept would hold all of it.
+    if (value[1].byteLength > MAX_OUTPUT_CHUNK) {
+      throw new ProtocolError(
+        'exec',
+        this.context.name,
+        `its output came in a piece of ${value[1].byteLength} bytes, more than the ${MAX_OUTPUT_CHUNK} a context sends at once`,
+      );
     }
     const fd = value[0];
     const chunk = Buffer.isBuffer(value[1])

@@ -1,15 +1,7 @@
 import { StringDecoder } from 'node:string_decoder';
-import { ownString } from '../../core/own-copy.js';
 
 /** Longest line yielded whole, in characters; a longer one comes in pieces of this size. */
 export const MAX_LINE = 1024 * 1024;
-
-/**
- * Most text split at once whose lines are left as views of it: more than
- * an honest context sends in one message (its reads are 64 KiB), so lines
- * are copied only from a peer that sent more at once.
- */
-export const MAX_VIEWED_TEXT = 2 * MAX_LINE;
 
 /**
  * Cuts a stream of bytes into lines: UTF-8 decoded across chunk
@@ -25,20 +17,13 @@ export class LineSplitter {
   push(chunk: Uint8Array): string[] {
     // Only the new text is split: a long unfinished line is joined, not scanned again, for each chunk
     // (a peer sending it a byte at a time made that quadratic).
-    const text = this.decoder.write(chunk as Buffer);
-    const lines = text.split('\n');
+    const lines = this.decoder.write(chunk as Buffer).split('\n');
     lines[0] = this.partial + lines[0];
     this.partial = lines.pop() as string;
     for (let i = 0; i < lines.length; i++) lines[i] = trimCarriageReturn(lines[i] as string);
     while (this.partial.length > MAX_LINE) {
       lines.push(this.partial.slice(0, MAX_LINE));
       this.partial = this.partial.slice(MAX_LINE);
-    }
-    // Lines are views of the text they are split from: from more text than an honest context sends at
-    // once, each is copied, so that a line the program keeps holds its own characters, not all of it.
-    if (text.length > MAX_VIEWED_TEXT) {
-      for (let i = 0; i < lines.length; i++) lines[i] = ownString(lines[i] as string);
-      this.partial = ownString(this.partial);
     }
     return lines;
   }

@@ -6,12 +6,11 @@
 import { CALL_TOOLKIT, type Context, routerOf } from '../../core/context.js';
 import { CallError, type RemoteErrorInfo, remoteError, TimeoutError } from '../../core/errors.js';
 import { checkOperationOptions, type OperationOptions } from '../../core/options.js';
-import { ownString } from '../../core/own-copy.js';
 import { Receiver } from '../../core/receiver.js';
 import { Cancellation } from '../cancellation.js';
-import { MAX_LINE, MAX_VIEWED_TEXT } from '../commands/lines.js';
+import { MAX_LINE } from '../commands/lines.js';
 import { type CommandJobResult, JobError, type JobErrorCode } from './errors.js';
-import { JOB_STDERR, JOB_STDOUT, type JobStatus, parseJobStatus } from './protocol.js';
+import { JOB_OUTPUT_CHUNK, JOB_STDERR, JOB_STDOUT, type JobStatus, parseJobStatus } from './protocol.js';
 
 /** A line a job wrote, from `job.output()`. */
 export interface JobOutputLine {
@@ -194,20 +193,22 @@ export class Job<T = unknown> {
         ) {
           throw this.malformed('output that is not [stream, text]');
         }
+        // A context sends its output in pieces (JOB_OUTPUT_CHUNK): one of megabytes of short lines would stall this
+        // loop, and each line kept would hold all of it.
+        if (value[1].length > 2 * JOB_OUTPUT_CHUNK) {
+          throw this.malformed(`output in a piece of ${value[1].length} characters, more than a context sends at once`);
+        }
         const index = value[0] === JOB_STDOUT ? 0 : 1;
         // Only the new text is split: a long unfinished line is not scanned again for each message.
         const lines = value[1].split('\n');
         lines[0] = `${partial[index]}${lines[0]}`;
-        // Lines are views of the text they are split from: from more text than an honest context sends at
-        // once, each is copied, so that a line the program keeps holds its own characters, not all of it.
-        const own = value[1].length > MAX_VIEWED_TEXT ? ownString : (line: string) => line;
         let rest = lines.pop() as string;
-        for (const line of lines) yield { stream: names[index], line: own(line) };
+        for (const line of lines) yield { stream: names[index], line };
         while (rest.length > MAX_LINE) {
-          yield { stream: names[index], line: own(rest.slice(0, MAX_LINE)) };
+          yield { stream: names[index], line: rest.slice(0, MAX_LINE) };
           rest = rest.slice(MAX_LINE);
         }
-        partial[index] = own(rest);
+        partial[index] = rest;
       }
       if (cancel?.reason !== undefined) throw cancel.reason;
       await sending;

@@ -139,6 +139,14 @@ export const JOB_STDOUT = 1;
 /** Tags an output chunk of the job's stderr. */
 export const JOB_STDERR = 2;
 
+/**
+ * Most bytes of output a context reads for one output message (its text
+ * has at most as many characters, and a partial UTF-8 character held back
+ * from the one before): a piece of more text than twice that is not a
+ * context's, and is refused as malformed.
+ */
+export const JOB_OUTPUT_CHUNK = 256 * 1024;
+
 /** Longest name, error text or signal name taken from a context's report. */
 const MAX_TEXT = 64 * 1024;
 

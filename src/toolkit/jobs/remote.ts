@@ -19,6 +19,7 @@ import type { Sender } from '../../core/sender.js';
 import { killGroup } from '../process-groups.js';
 import {
   FINAL_STATES,
+  JOB_OUTPUT_CHUNK,
   JOB_STDERR,
   JOB_STDOUT,
   type JobOutcome,
@@ -51,8 +52,6 @@ import {
 const START_TIMEOUT = 120_000;
 /** How often a waiting or following call looks at a job's files, in ms. */
 const POLL_MS = 100;
-/** Most text sent in one output message. */
-const OUTPUT_CHUNK = 256 * 1024;
 
 let jobsRoot: string | undefined;
 /** This account's jobs directory, checked once per process (see `jobsDirectory`). */
@@ -425,7 +424,7 @@ export async function jobOutput(id: string, sender: Sender<[number, string]>): P
           offset = 0;
         }
         while (offset < stats.size) {
-          const buffer = Buffer.alloc(Math.min(OUTPUT_CHUNK, stats.size - offset));
+          const buffer = Buffer.alloc(Math.min(JOB_OUTPUT_CHUNK, stats.size - offset));
           const got = fs.readSync(fd, buffer, 0, buffer.length, offset);
           if (got <= 0) break;
           offset += got;

@@ -207,7 +207,13 @@ export class ServiceRegistry implements ServiceRegistryApi {
         `service '${name}' in context '${this.router.name}' is busy: ${queue.pending} calls running and ${queue.size} waiting with ${service.queuedBytes} bytes of arguments (its maxQueued is ${maxQueued}, its maxQueuedBytes ${maxQueuedBytes}); try again later, or raise its concurrency or those limits`,
       );
     }
-    const chain = this.callerChain(message.src);
+    const placed = this.callerChain(message.src);
+    if (placed === null) {
+      throw busy(
+        `service '${name}' in context '${this.router.name}' is busy, and the caller's place in the tree (its parent) is no longer known, so it has no share of the queue to wait in`,
+      );
+    }
+    const chain = placed;
     if (chain !== undefined) {
       const full = service.waitingCalls.shortfall(chain, 1) ?? service.waitingBytes.shortfall(chain, bytes);
       if (full !== undefined) {
@@ -250,12 +256,15 @@ export class ServiceRegistry implements ServiceRegistryApi {
    * Whose share of a service's queue a call from `contextId` counts
    * against: a descendant's and its ancestors' up to the child it is
    * reached through; the contexts beyond the parent share one (the
-   * parent's); none for this context and its ancestors, who have authority
-   * over it (only the queue's own limits bound them).
+   * parent's); none (undefined) for this context and its ancestors, who
+   * have authority over it (only the queue's own limits bound them); and
+   * null for a descendant whose chain is lost.
    */
-  private callerChain(contextId: number): number[] | undefined {
+  private callerChain(contextId: number): number[] | null | undefined {
     if (contextId === this.router.id || this.router.parentIds.includes(contextId)) return undefined;
-    return lineageOf(this.router, contextId) ?? [this.router.parentIds[0] ?? contextId];
+    // A descendant whose chain is lost (its ancestors went first) has no share: null, and it waits for nothing.
+    if (this.router.routeOf(contextId) !== undefined) return lineageOf(this.router, contextId) ?? null;
+    return [this.router.parentIds[0] ?? contextId];
   }
 
   /** The admission check of `policy`. */
