@@ -220,21 +220,30 @@ describe('what one member of a subtree can take from the rest of it', () => {
   });
   after(() => router.shutdown());
 
-  test('isolated calls that ask for every context ID they can, one after another, leave their context IDs of its own: isolated calls and starts via it go on', async () => {
+  test('an isolated call gets no context IDs at all: its interpreter is a leaf', async () => {
     const context = await router.local({ name: 'isolating' });
     const { granted, refusal } = await context.callWith({ isolate: true }, drainIds, 2 ** 21);
-    assert.ok(granted <= 0.75 * 2 ** 20, `the isolated call was granted ${granted} IDs`);
-    assert.match(
-      refusal,
-      /the contexts started under 'isolating' .* have used the \d+ context IDs they may have together/,
-    );
-    // The next one, a member of its own, finds what the first left for the context: nothing.
-    const second = await context.callWith({ isolate: true }, drainIds, 2 ** 21);
-    assert.equal(second.granted, 0, `the second isolated call was granted ${second.granted} IDs`);
-    // The context's own refill, as it asks when its block runs low.
+    assert.equal(granted, 0);
+    assert.match(refusal, /was started to run an isolated call, which starts no contexts/);
+    // Its interpreter got no block either: each isolated call costs its context one ID.
+    const left = await context.callWith({ isolate: true }, () => {
+      const core = require('tendril:core') as { contextRuntime(): { ids: { size: number } } };
+      return core.contextRuntime().ids.size;
+    });
+    assert.equal(left, 0);
+    await context.shutdown();
+  });
+
+  test('a context started via another that asks for every context ID it can leaves its parent IDs of its own: isolated calls and starts via the parent go on', async () => {
+    const context = await router.local({ name: 'drained-parent' });
+    const member = await router.local({ name: 'draining-member', via: context });
+    const { granted, refusal } = await member.call(drainIds, 2 ** 21);
+    assert.ok(granted <= 0.75 * 2 ** 20, `the member was granted ${granted} IDs`);
+    assert.match(refusal, /have used the \d+ context IDs they may have together/);
+    // The parent's own refill, as it asks when its block runs low.
     const own = await context.call(drainIds, 1000);
     assert.deepEqual([own.granted, own.refusal], [1000, '']);
-    assert.equal(await context.callWith({ isolate: true }, () => 'isolated again'), 'isolated again');
+    assert.equal(await context.callWith({ isolate: true }, () => 'isolated'), 'isolated');
     const child = await router.local({ name: 'started-after', via: context });
     assert.equal(await child.call(() => 'started'), 'started');
     await context.shutdown();
@@ -357,6 +366,46 @@ describe('what a grandchild can do with IDs, names and cycles', () => {
     const refusal = new RegExp(`refused ADD_ROUTE for context ${x} from stream cycler`);
     await waitFor(() => parentWarnings.some((text) => refusal.test(text)));
     assert.equal(switchOf(router).routeOf(x), undefined, 'x is gone, and not back under y');
+    await parent.shutdown();
+  });
+
+  test('a child announcing IDs the master has not handed out yet takes none of them from the sibling they go to', async () => {
+    const parent = await router.local({ name: 'future-parent' });
+    const squatter = await router.local({ name: 'future-squatter', via: parent });
+    const honest = await router.local({ name: 'future-honest', via: parent });
+    // The IDs right after the master's latest grant: they go to whoever asks next.
+    const [latest] = await squatter.call(claimIds, 1);
+    const future = Array.from({ length: 3000 }, (_, n) => (latest as number) + 1 + n);
+    await squatter.call(
+      announce,
+      future.map((id): [number, unknown[]] => [ADD_ROUTE, [id, 'x', squatter.id]]),
+      ALLOCATE_ID,
+    );
+    // The honest child asks next, and announces what it got, as it would the contexts it starts.
+    const got = await honest.call(claimIds, 3000);
+    assert.ok(
+      got.some((id) => future.includes(id)),
+      'the honest child was granted IDs the squatter had announced',
+    );
+    const unrouted = got.filter((id) => switchOf(router).routeOf(id) === undefined);
+    assert.deepEqual(unrouted.slice(0, 5), [], `${unrouted.length} of its ${got.length} IDs could not be announced`);
+    await parent.shutdown();
+  });
+
+  test('a fake child named like another with an invisible character added prints with it escaped', async () => {
+    const parent = await router.local({ name: 'invisible-parent' });
+    const attacker = await router.local({ name: 'invisible-namer', via: parent });
+    const fakes = await attacker.call(claimIds, 3);
+    const names = ['db\u200d', 'db\u034f', 'db\ufe00'];
+    await attacker.call(
+      announce,
+      names.map((name, i): [number, unknown[]] => [ADD_ROUTE, [fakes[i], name, attacker.id]]),
+      ALLOCATE_ID,
+    );
+    assert.deepEqual(
+      fakes.map((id) => switchOf(router).nameOf(id)),
+      ['db\\u200d', 'db\\u034f', 'db\\ufe00'],
+    );
     await parent.shutdown();
   });
 

@@ -170,6 +170,26 @@ describe('remote text in errors', () => {
     assert.ok(returned instanceof Error && returned.message.length < 300 * 1024, 'an Error value is cut too');
   });
 
+  test("a tendril error's declared fields count against the budget of field data: a list of 64 MiB arrives cut", async () => {
+    const thrown = await child
+      .call(() => {
+        const core = require('tendril:core') as { TendrilError: new (message: string, code: string) => Error };
+        const error = new core.TendrilError('short message', 'ERR_X') as Error & Record<string, unknown>;
+        // Escaped and kept whole, one such list was held as 256 Mi characters; 15 errors kept, the master ran out of heap.
+        error.names = Array.from({ length: 1024 }, () => '\u0000'.repeat(64 * 1024));
+        error.methodsTried = Array.from({ length: 64 }, () => '\u0000'.repeat(1024));
+        throw error;
+      })
+      .catch((error: unknown) => error as Record<string, unknown>);
+    assert.equal(thrown.names, undefined, 'a list past the bounds is left out');
+    const tried = thrown.methodsTried as string[];
+    assert.ok(Array.isArray(tried) && tried.length === 64, 'a list within them arrives');
+    assert.ok(
+      tried.every((item) => item === '\\x00'.repeat(1024)),
+      'escaped',
+    );
+  });
+
   test('a dead reply of 66 MiB of escape characters ends the call with a reason cut short: the master lives on', async () => {
     const liar = await router.local({ name: 'long-reasons' });
     try {

@@ -113,8 +113,9 @@ export async function bootstrap<O extends CommonOptions>(
   runtime: Runtime,
   method: ConnectionMethod<O>,
   options: O,
-  taken: ReadonlySet<string> = NONE,
+  start: StartRequest = {},
 ): Promise<ReadyInfo> {
+  const taken = start.taken ?? NONE;
   const timeout = options.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
   if (!(timeout > 0 && Number.isFinite(timeout))) {
     throw new RangeError(`connectTimeout must be a positive number of milliseconds, got ${timeout}`);
@@ -134,7 +135,13 @@ export async function bootstrap<O extends CommonOptions>(
   });
   try {
     try {
-      return await startChild(runtime, method, options, taken, { session, timeout, abort, leftBehind });
+      return await startChild(runtime, method, options, taken, {
+        session,
+        timeout,
+        abort,
+        leftBehind,
+        leaf: start.leaf === true,
+      });
     } catch (error) {
       // A Node older than the core supports was found: under 'auto', once more with a shipped one.
       if (!(options.nodePath === undefined && (options.shipNode ?? 'auto') === 'auto' && isTooOld(error))) throw error;
@@ -144,6 +151,7 @@ export async function bootstrap<O extends CommonOptions>(
         timeout,
         abort,
         leftBehind,
+        leaf: start.leaf === true,
       });
     }
   } finally {
@@ -160,6 +168,16 @@ interface Attempt {
   readonly abort: Abort;
   /** Exits of processes the attempt gave up on while they were starting; the broker waits for them. */
   readonly leftBehind: Promise<unknown>[];
+  /** The child starts no contexts of its own: it gets no block of IDs. */
+  readonly leaf: boolean;
+}
+
+/** How a start was asked for, besides the method's options. */
+export interface StartRequest {
+  /** Names in use elsewhere in the tree, that a default name must not take. */
+  taken?: ReadonlySet<string>;
+  /** The child starts no contexts of its own (see `ConnectRequest.leaf`). */
+  leaf?: boolean;
 }
 
 async function startChild<O extends CommonOptions>(
@@ -391,7 +409,7 @@ async function launch<O extends CommonOptions>(
     // Shutting down already: start nothing.
     abort.check();
     begun = true;
-    const ids = await Promise.race([runtime.ids.allocateChild(), abort.rejected]);
+    const ids = await Promise.race([runtime.ids.allocateChild(attempt.leaf), abort.rejected]);
     abort.check();
     const node =
       options.nodePath === undefined ? method.defaultNode(options) : ([] as string[]).concat(options.nodePath);

@@ -131,5 +131,5 @@ export async function connectFromRequest(
   const taken = Array.isArray(request.taken)
     ? new Set(request.taken.filter((name): name is string => typeof name === 'string'))
     : undefined;
-  return bootstrap(runtime, method, request.options, taken);
+  return bootstrap(runtime, method, request.options, { taken, leaf: request.leaf === true });
 }

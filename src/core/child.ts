@@ -9,6 +9,7 @@ import { codeCacheForChildren } from './code-cache.js';
 import type { CoreSource } from './core-source.js';
 import { Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo, withoutOwnFrames } from './errors.js';
+import { GrantWatch } from './grant-watch.js';
 import { IdPool } from './ids.js';
 import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT, TOOLKIT_MODULE_ID } from './importer.js';
 import { distrustInheritedPlaces, leaveUntrustedDirectory } from './inherited-environment.js';
@@ -151,6 +152,7 @@ function start(
   const ids = new IdPool(router, config.idBlock);
   // A child announces only IDs of its own subtree: not those this context numbers its next children with.
   router.idClaims = (target, childId) => ids.mayClaim(target, childId);
+  router.grants = new GrantWatch((start, end, childId) => ids.granted(start, end, childId));
   const runtime: Runtime = {
     router,
     broker,

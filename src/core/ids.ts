@@ -15,8 +15,11 @@ export interface ChildIds {
 
 /** Anything that can number new children of this context. */
 export interface IdSource {
-  /** IDs for the next child; may ask the master for more. */
-  allocateChild(): Promise<ChildIds>;
+  /**
+   * IDs for the next child; may ask the master for more.
+   * @param leaf the child starts no contexts of its own: it is given no block.
+   */
+  allocateChild(leaf?: boolean): Promise<ChildIds>;
 }
 
 /** Size of the block a context asks the master for when its own runs low. */
@@ -53,13 +56,13 @@ export class IdPool implements IdSource {
   }
 
   /** An ID for a new child and a share of the pool for it; refills from the master when low. */
-  async allocateChild(): Promise<ChildIds> {
+  async allocateChild(leaf = false): Promise<ChildIds> {
     // A loop: every start waiting on one refill wakes at once, and the first ones may use it up again.
     while (this.size < 2) await this.refill();
     const id = this.take();
     // Give a quarter of what is left, so a chain of contexts can nest several levels deep without asking.
     const share = Math.floor(this.size / 4);
-    const block = share >= 2 ? this.takeBlock(share) : null;
+    const block = share >= 2 && !leaf ? this.takeBlock(share) : null;
     this.given.add(id, id + 1, id);
     if (block) this.given.add(block[0], block[1], id);
     return { id, block };
@@ -67,16 +70,21 @@ export class IdPool implements IdSource {
 
   /**
    * Whether the child `childId` may announce `target` as a context of its
-   * subtree: not an ID this pool still holds (it numbers its own next
-   * children with them: a child announcing them would take those starts'
-   * IDs), nor one it numbered another child with, nor one of a block it
-   * handed another child. An ID from a block the master granted within
-   * the child's subtree is none of these.
+   * subtree: only an ID of a block handed to that child (by this pool, or
+   * by the master through this context, see `granted`). Not one this pool
+   * still holds (it numbers its own next children with them: a child
+   * announcing them would take those starts' IDs), nor another child's,
+   * nor one the master has not handed out yet.
    */
   mayClaim(target: number, childId: number): boolean {
-    for (const [start, end] of this.blocks) if (target >= start && target < end) return false;
-    const owner = this.given.ownerOf(target);
-    return owner === undefined || owner === childId;
+    return this.given.ownerOf(target) === childId;
+  }
+
+  /** Records a block the master granted to a context behind child `childId` (see grant-watch.ts). */
+  granted(start: number, end: number, childId: number): void {
+    // Granted by the master, so in no range this pool knows; anything else is no grant of its (and is ignored).
+    if (this.given.overlaps(start, end)) return;
+    this.given.add(start, end, childId);
   }
 
   private take(): number {
@@ -127,6 +135,12 @@ class OwnedRanges {
     this.starts.splice(at, 0, start);
     this.ends.splice(at, 0, end);
     this.owners.splice(at, 0, owner);
+  }
+
+  /** True when `[start, end)` meets a range recorded already. */
+  overlaps(start: number, end: number): boolean {
+    const at = this.search(end) - 1;
+    return at >= 0 && (this.ends[at] as number) > start;
   }
 
   /** The owner of the range `id` lies in, if any. */

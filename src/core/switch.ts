@@ -4,6 +4,7 @@ import { DeadReplyLimits } from './dead-replies.js';
 import { ContextDisconnectedError, MessageTooLargeError, type TendrilError } from './errors.js';
 import { EventLoopHolds } from './event-loop-holds.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
+import type { GrantWatch } from './grant-watch.js';
 import { type HandlerOptions, HandlerTable } from './handler-table.js';
 import { DEFAULT_MAX_HELD_BYTES, type Holding, Holdings } from './holdings.js';
 import { type LogRecord, logger } from './log.js';
@@ -335,6 +336,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
       this.deadReply(message, `message too large to forward (${message.data.length} bytes)`, inStream);
       return;
     }
+    this.grants?.forwarded(message, inStream, this.parentStream);
     out.send(message);
     if (!inStream || !out.needsDrain) return;
     // A message from a child forwarded into a stream past its high-water
@@ -463,6 +465,9 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * Undefined where nothing is known (the master checks its own blocks).
    */
   idClaims: ((target: number, childId: number) => boolean) | undefined;
+
+  /** Sees the blocks of IDs the master grants through this context (see grant-watch.ts); none in the master. */
+  grants: GrantWatch | undefined;
 
   /** `target` and its ancestors up to the child of this context it is reached through, given its `parent`. */
   private chainUnder(target: number, parent: number): number[] {

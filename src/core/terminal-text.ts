@@ -41,12 +41,21 @@ export interface TerminalTextOptions {
    * newline is written `\n`, so the text stays on one line.
    */
   keepNewlines?: boolean;
+  /**
+   * Escape every default-ignorable character too, the joiners and
+   * variation selectors kept otherwise among them (`\u200d`, `\ufe00`):
+   * for a name, which must not print like another with an invisible
+   * character added. Default false. Implies one line.
+   */
+  name?: boolean;
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters it escapes.
 const UNSAFE_LINE = /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u2028\u2029\ud800-\udfff]|(?![\u200c\u200d])\p{Cf}/gu;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the same, without the newline.
 const UNSAFE_TEXT = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\ud800-\udfff]|(?![\u200c\u200d])\p{Cf}/gu;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: those of a line, and every default-ignorable character.
+const UNSAFE_NAME = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\ud800-\udfff]|\p{Cf}|\p{Default_Ignorable_Code_Point}/gu;
 
 /**
  * `text` with every character that could drive a terminal or disguise
@@ -59,7 +68,7 @@ const UNSAFE_TEXT = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\ud800-
  * @param options `keepNewlines`: keep `\n` (default false).
  */
 export function escapeTerminalText(text: string, options?: TerminalTextOptions): string {
-  const unsafe = options?.keepNewlines ? UNSAFE_TEXT : UNSAFE_LINE;
+  const unsafe = options?.name ? UNSAFE_NAME : options?.keepNewlines ? UNSAFE_TEXT : UNSAFE_LINE;
   // search() ignores and keeps lastIndex, so the shared global patterns carry no state.
   if (text.search(unsafe) === -1) return text;
   if (text.length <= ESCAPE_SLICE) return text.replace(unsafe, escaped);

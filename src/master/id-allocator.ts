@@ -20,9 +20,14 @@ interface Grant {
   end: number;
   /** Context the block was given to. */
   owner: number;
-  /** One bit per ID of the block, set once it has had a route (made when the first one does). */
-  routed?: Uint8Array;
 }
+
+/**
+ * Least a grant costs the share it is taken from, in IDs: a child asking
+ * for one ID at a time makes the master remember at most its share / 64
+ * grants, not one per ID (each costs the master about 64 bytes).
+ */
+const MIN_GRANT_COST = 64;
 
 /** A context asked for more context IDs than its subtree may have; answered to the requester. */
 export class IdQuotaError extends TendrilError {
@@ -45,20 +50,31 @@ export class IdAllocator implements IdSource {
   private readonly grants: Grant[] = [];
   /** IDs handed to each subtree over its lifetime, by the context at its top. */
   private readonly shares = new Shares(SUBTREE_ID_QUOTA, ID_BLOCK_SIZE);
-  /** The master's own children (in no block) that have had a route. */
-  private readonly routedChildren = new Set<number>();
+  /** One bit per ID handed out, set once it has had a route; grown as IDs are. */
+  private routed = new Uint8Array(1024);
+  /** Contexts started as leaves (an isolated call's interpreter): they, and anything below them, get no IDs. */
+  private readonly leaves = new Set<number>();
 
   /** @param router the master's router; ALLOCATE_ID is served on it. */
   constructor(private readonly router: MessageSwitch) {
     // Any descendant may ask; the block is recorded against the asker, and counted against it and its ancestors.
     serve(router, ALLOCATE_ID_SPEC, (count, message) => this.grantTo(message.src, count));
     // A departed context asks no more; what it took stays counted against its ancestors.
-    router.on('disconnect', (contextId: number) => this.shares.forget(contextId));
+    router.on('disconnect', (contextId: number) => {
+      this.shares.forget(contextId);
+      this.leaves.delete(contextId);
+    });
   }
 
-  /** A new ID for a child of the master, and a fresh block for it. */
-  async allocateChild(): Promise<ChildIds> {
+  /** Records that `id` was started as a leaf: it starts no contexts, so it is given no IDs. */
+  markLeaf(id: number): void {
+    this.leaves.add(id);
+  }
+
+  /** A new ID for a child of the master, and a fresh block for it (none for a leaf). */
+  async allocateChild(leaf = false): Promise<ChildIds> {
     const id = this.take(1)[0];
+    if (leaf) return { id, block: null };
     this.shares.take([id], ID_BLOCK_SIZE + 1);
     return { id, block: this.grant(ID_BLOCK_SIZE, id) };
   }
@@ -99,25 +115,24 @@ export class IdAllocator implements IdSource {
    * Records that `id` has a route: IDs are never reused, so once it has
    * gone, no announcement may bring it back (a context announcing a
    * departed sibling's ID would get the calls meant for it). A bit per ID
-   * of a block: 128 KiB for a million.
+   * handed out: 128 KiB for a million. Only IDs handed out are marked (an
+   * announcement of any other is refused first).
    */
   markRouted(id: number): void {
-    const grant = this.grantOf(id);
-    if (!grant) {
-      this.routedChildren.add(id);
-      return;
+    if (id <= 0 || id >= this.next) return;
+    const byte = id >> 3;
+    if (byte >= this.routed.length) {
+      const grown = new Uint8Array(Math.max(byte + 1, this.routed.length * 2));
+      grown.set(this.routed);
+      this.routed = grown;
     }
-    grant.routed ??= new Uint8Array(Math.ceil((grant.end - grant.start) / 8));
-    const bit = id - grant.start;
-    grant.routed[bit >> 3] = (grant.routed[bit >> 3] as number) | (1 << (bit & 7));
+    this.routed[byte] = (this.routed[byte] as number) | (1 << (id & 7));
   }
 
   /** True once `id` has had a route (see `markRouted`). */
   wasRouted(id: number): boolean {
-    const grant = this.grantOf(id);
-    if (!grant) return this.routedChildren.has(id);
-    const bit = id - grant.start;
-    return grant.routed !== undefined && ((grant.routed[bit >> 3] as number) & (1 << (bit & 7))) !== 0;
+    const byte = id >> 3;
+    return byte < this.routed.length && ((this.routed[byte] as number) & (1 << (id & 7))) !== 0;
   }
 
   /** The master's child at the top of the subtree `id` belongs to, or undefined for an ID never handed out. */
@@ -140,6 +155,12 @@ export class IdAllocator implements IdSource {
     if (chain === undefined || this.ownerOf(requester) === undefined) {
       throw new IdQuotaError(`context ${requester} was never given an ID by this master`);
     }
+    const leaf = chain.find((id) => this.leaves.has(id));
+    if (leaf !== undefined) {
+      const message = `context ${requester} may not have context IDs: '${this.router.nameOf(leaf)}' (id ${leaf}) was started to run an isolated call, which starts no contexts`;
+      this.router.warn('quota', `${this.router.name}: ${message}`);
+      throw new IdQuotaError(message);
+    }
     const room = Math.min(count, this.shares.room(chain));
     if (room < 1) {
       const full = this.shares.shortfall(chain, 1);
@@ -156,7 +177,8 @@ export class IdAllocator implements IdSource {
       this.router.warn('quota', `${this.router.name}: ${message}`);
       throw new IdQuotaError(message);
     }
-    this.shares.take(chain, room);
+    // A grant costs its share at least MIN_GRANT_COST, so that grants of one ID each stay few.
+    this.shares.take(chain, Math.min(Math.max(room, MIN_GRANT_COST), this.shares.room(chain)));
     return this.grant(room, requester);
   }
 

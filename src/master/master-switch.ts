@@ -360,23 +360,30 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
    *   `methodModule`); with `via`, what the via context raised (a
    *   `CallError` naming the module when it could not load it or found no
    *   such export in it).
+   * @param start `leaf`: the context starts no contexts of its own (an
+   *   isolated call's interpreter): it gets no block of IDs, and ALLOCATE_ID
+   *   is refused to it and whatever it might start.
    */
-  async connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & ViaOption): Promise<C> {
+  async connect<O extends CommonOptions>(
+    method: ConnectionMethod<O>,
+    options: O & ViaOption,
+    start: { leaf?: boolean } = {},
+  ): Promise<C> {
     if (this.closing) throw new Error(`router '${this.name}' has been shut down; create a new Router`);
     checkConnectOptions(method, options);
     const { via, ...rest } = options;
     // The first call will need the function parser: load it while the child starts.
     setImmediate(warmFunctionAnalysis);
     if (via === undefined) {
-      const info = await bootstrap(this.runtime, method, rest as unknown as O);
+      const info = await bootstrap(this.runtime, method, rest as unknown as O, { leaf: start.leaf === true });
+      if (start.leaf) this.ids.markLeaf(info.id);
       await this.refuseIfClosing(info.id);
       return this.keep(this.makeContext(this, info.id, info.name, this.id, info));
     }
-    const request: ConnectRequest = {
-      method: method.name,
-      options: rest as Record<string, unknown>,
-      taken: this.contextNamesStartingWith(`${method.name}${method.name === 'local' ? '.' : ':'}`),
-    };
+    // No list of the names taken elsewhere: the master makes the name it records unique (routeName), and the
+    // list grew with the tree (a hostile subtree's names made every via start carry megabytes).
+    const request: ConnectRequest = { method: method.name, options: rest as Record<string, unknown> };
+    if (start.leaf) request.leaf = true;
     // A method of the user's: the via context imports the module that defines it, as it would a call's.
     if ((await ownMethod(method.name)) !== method) request.module = this.methodModule(method, via);
     // The via context enforces connectTimeout itself and says so; one that never answers (hung, or hostile) is given up on STOP_GRACE later.
@@ -402,6 +409,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
       );
     }
     admitted();
+    if (start.leaf) this.ids.markLeaf(info.id);
     // The intermediate names the new context; it may only name one it started (and announced).
     if (this.parentOf(info.id) !== via.id || !this.hasRoute(info.id)) {
       throw new ProtocolError(
@@ -552,7 +560,10 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
    * announcing a child named like its sibling, to forward lines for it).
    */
   protected override routeName(target: number, announced: string): string {
-    if (this.nameOf(target) === announced || !this.hasContextNamed(announced)) return announced;
+    if (this.nameOf(target) === announced) return announced;
+    // `<name>#<id>` is the form of unique names: one with another context's ID could not stay unique.
+    const suffix = /#(\d+)$/.exec(announced);
+    if (!this.hasContextNamed(announced) && (suffix === null || Number(suffix[1]) === target)) return announced;
     return `${announced}#${target}`;
   }
 

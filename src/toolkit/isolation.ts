@@ -24,7 +24,11 @@ import type { CallPayload } from '../core/protocol/call-function.js';
 
 /** What isolation needs of the master's switch: starting a context through another. */
 interface Starter {
-  connect<O extends CommonOptions>(method: ConnectionMethod<O>, options: O & { via?: Context }): Promise<Context>;
+  connect<O extends CommonOptions>(
+    method: ConnectionMethod<O>,
+    options: O & { via?: Context },
+    start?: { leaf?: boolean },
+  ): Promise<Context>;
 }
 
 /** The spare interpreter of one context. */
@@ -62,10 +66,12 @@ class Spares {
 
   private start(): Promise<Context> {
     this.started += 1;
-    return this.starter.connect(local, {
-      via: this.context,
-      name: `${this.context.name}.isolated-${this.started}`,
-    });
+    // A leaf: an isolated call starts no contexts, so its interpreter costs its context one ID, not a block.
+    return this.starter.connect(
+      local,
+      { via: this.context, name: `${this.context.name}.isolated-${this.started}` },
+      { leaf: true },
+    );
   }
 }
 

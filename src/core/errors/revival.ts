@@ -101,7 +101,13 @@ function rebuild(
   define(error, 'message', safe.message, false);
   for (const key of Object.keys(fields).slice(0, MAX_FIELDS)) {
     const value = fields[key];
-    if (isField(key, value)) define(error, key, inert(value), true);
+    if (!isField(key, value)) continue;
+    // Counted against the error's budget of field data, as any other field is: 16 lists of
+    // 1024 strings of 64 Ki characters were a gigabyte.
+    const size = textSize(value);
+    if (size > budget.left) continue;
+    budget.left -= size;
+    define(error, key, inert(value), true);
   }
   if (safe.code !== undefined) define(error, 'code', safe.code, true);
   define(error, 'name', safe.name, false);
@@ -159,6 +165,8 @@ const REVIVABLE: Record<string, new (...args: never[]) => Error> = {
 /** Most data fields taken from a remote tendril error, and the longest string or list kept. */
 const MAX_FIELDS = 16;
 const MAX_FIELD_LENGTH = 64 * 1024;
+/** Most items of a list field (`methodsTried`, `names`...). */
+const MAX_FIELD_ITEMS = 64;
 /**
  * The data fields tendril's error classes declare: the only ones taken
  * from a remote error (anything else, `toString` say, could make the
@@ -221,9 +229,16 @@ function isField(key: string, value: unknown): boolean {
   if (typeof value === 'number' || typeof value === 'boolean' || value === undefined) return true;
   return (
     Array.isArray(value) &&
-    value.length <= 1024 &&
+    value.length <= MAX_FIELD_ITEMS &&
     value.every((item) => typeof item === 'string' && item.length <= MAX_FIELD_LENGTH)
   );
+}
+
+/** Characters of text in a declared field's value (a string, or a list of them); 8 for anything else. */
+function textSize(value: unknown): number {
+  if (typeof value === 'string') return value.length;
+  if (Array.isArray(value)) return value.reduce((sum: number, item: string) => sum + item.length, 0);
+  return 8;
 }
 
 /**

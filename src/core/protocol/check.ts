@@ -48,11 +48,13 @@ export function string(value: unknown, what: string, maxLength = MAX_NAME_LENGTH
  * `value` as a string of at most `maxLength` characters (counted before
  * escaping) that names or describes something for people (a context's
  * name, a host name, why a context went away), made inert for a terminal
- * on one line (`escapeTerminalText`): every error, event and line that
- * quotes it later is safe to print.
+ * on one line, its invisible characters escaped too (`escapeTerminalText`
+ * with `name`): every error, event and line that quotes it later is safe
+ * to print, and no name prints like another.
  */
 export function shownString(value: unknown, what: string, maxLength = MAX_NAME_LENGTH): string {
-  return escapeTerminalText(string(value, what, maxLength));
+  // Invisible characters too: a name with one added must not print as another's.
+  return escapeTerminalText(string(value, what, maxLength), { name: true });
 }
 
 /** `value` as an integer from `min` to `max` inclusive. */

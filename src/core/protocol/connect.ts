@@ -13,6 +13,12 @@ export interface ConnectRequest {
   /** Names of contexts elsewhere in the tree that the method's default name could clash with. */
   taken?: string[];
   /**
+   * The new context starts no contexts of its own (an isolated call's
+   * interpreter): it is given no block of IDs, and the master gives it
+   * none either.
+   */
+  leaf?: boolean;
+  /**
    * For a method that is not one of tendril's own: the module (a path on
    * the master) that exports it. The receiving context imports it through
    * module forwarding and uses its export named `method`.
@@ -39,6 +45,7 @@ export const CONNECT_SPEC: HandleSpec<ConnectRequest, ReadyInfo> = {
     };
     if (request.taken !== undefined) out.taken = strings(request.taken, 'taken', 100_000);
     if (request.module !== undefined) out.module = string(request.module, 'module');
+    if (request.leaf === true) out.leaf = true;
     return out;
   },
   reply: readyInfo,
