@@ -153,6 +153,7 @@ function start(
   // A child announces only IDs of its own subtree: not those this context numbers its next children with.
   router.idClaims = (target, childId) => ids.mayClaim(target, childId);
   router.grants = new GrantWatch((start, end, childId) => ids.granted(start, end, childId));
+  router.on('disconnect', (contextId) => ids.forget(contextId));
   const runtime: Runtime = {
     router,
     broker,

@@ -80,6 +80,16 @@ export class IdPool implements IdSource {
     return this.given.ownerOf(target) === childId;
   }
 
+  /**
+   * Forgets what `childId` was handed, once it has gone: an isolated call's
+   * interpreter each time, so a context making many keeps no record of
+   * each. Its IDs are not numbered again (the master refuses an ID that had
+   * a route); a sibling claiming one it never used gains nothing.
+   */
+  forget(childId: number): void {
+    this.given.removeOwner(childId);
+  }
+
   /** Records a block the master granted to a context behind child `childId` (see grant-watch.ts). */
   granted(start: number, end: number, childId: number): void {
     // Granted by the master, so in no range this pool knows; anything else is no grant of its (and is ignored).
@@ -128,6 +138,8 @@ class OwnedRanges {
   private readonly starts: number[] = [];
   private readonly ends: number[] = [];
   private readonly owners: number[] = [];
+  /** The starts of each owner's ranges. */
+  private readonly byOwner = new Map<number, number[]>();
 
   /** Records that `[start, end)` was handed to `owner`. */
   add(start: number, end: number, owner: number): void {
@@ -135,6 +147,23 @@ class OwnedRanges {
     this.starts.splice(at, 0, start);
     this.ends.splice(at, 0, end);
     this.owners.splice(at, 0, owner);
+    const own = this.byOwner.get(owner);
+    if (own) own.push(start);
+    else this.byOwner.set(owner, [start]);
+  }
+
+  /** Forgets every range of `owner`. */
+  removeOwner(owner: number): void {
+    const own = this.byOwner.get(owner);
+    if (!own) return;
+    this.byOwner.delete(owner);
+    for (const start of own) {
+      const at = this.search(start);
+      if (this.starts[at] !== start) continue;
+      this.starts.splice(at, 1);
+      this.ends.splice(at, 1);
+      this.owners.splice(at, 1);
+    }
   }
 
   /** True when `[start, end)` meets a range recorded already. */

@@ -56,13 +56,6 @@ export class RouteTable {
     return this.named.has(name);
   }
 
-  /** Names of the reachable contexts known here that start with `prefix`. */
-  contextNamesStartingWith(prefix: string): string[] {
-    const found: string[] = [];
-    for (const known of this.names.values()) if (known.startsWith(prefix)) found.push(known);
-    return found;
-  }
-
   /** Records a context's name for messages and errors. */
   setName(contextId: number, name: string): void {
     this.unname(contextId);

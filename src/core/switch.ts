@@ -150,11 +150,6 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     return this.routes.hasContextNamed(name);
   }
 
-  /** Names of the reachable contexts this router knows (itself and its descendants) that start with `prefix`. */
-  contextNamesStartingWith(prefix: string): string[] {
-    return this.routes.contextNamesStartingWith(prefix);
-  }
-
   /**
    * Records that `contextId` is being stopped on purpose, so that once it
    * is gone, errors about it give `why` instead of the stream's end.

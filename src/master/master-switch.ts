@@ -380,9 +380,14 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
       await this.refuseIfClosing(info.id);
       return this.keep(this.makeContext(this, info.id, info.name, this.id, info));
     }
-    // No list of the names taken elsewhere: the master makes the name it records unique (routeName), and the
-    // list grew with the tree (a hostile subtree's names made every via start carry megabytes).
-    const request: ConnectRequest = { method: method.name, options: rest as Record<string, unknown> };
+    // The names of the contexts this master started elsewhere that the default name could clash with, so that
+    // the via context picks a unique one: not every name of the tree (a hostile subtree announcing thousands
+    // made every via start carry megabytes). Names still clashing are made unique where recorded (routeName).
+    const prefix = `${method.name}${method.name === 'local' ? '.' : ':'}`;
+    const taken = this.startedContexts()
+      .map((context) => context.name)
+      .filter((name) => name.startsWith(prefix));
+    const request: ConnectRequest = { method: method.name, options: rest as Record<string, unknown>, taken };
     if (start.leaf) request.leaf = true;
     // A method of the user's: the via context imports the module that defines it, as it would a call's.
     if ((await ownMethod(method.name)) !== method) request.module = this.methodModule(method, via);
