@@ -249,6 +249,30 @@ describe('what one member of a subtree can take from the rest of it', () => {
     await context.shutdown();
   });
 
+  test('a child asking for one context ID at a time makes the master keep a bounded number of grants', async () => {
+    const context = await router.local({ name: 'one-at-a-time' });
+    // Each grant costs the master about 64 bytes, and its share at least 64 IDs: 2^20 / 64 grants at most.
+    const granted = await context.call(async () => {
+      const core = require('tendril:core') as {
+        contextRuntime(): {
+          router: { request(dst: number, handle: number, payload: Uint8Array): Promise<{ data: Uint8Array }> };
+        };
+        encode(value: unknown): Uint8Array;
+        decode(bytes: Uint8Array): unknown;
+        ALLOCATE_ID: number;
+      };
+      const own = core.contextRuntime().router;
+      let grants = 0;
+      for (; grants < 20_000; grants++) {
+        const reply = await own.request(0, core.ALLOCATE_ID, core.encode(1));
+        if ((core.decode(reply.data) as [number])[0] !== 0) break;
+      }
+      return grants;
+    });
+    assert.ok(granted <= 2 ** 20 / 64, `${granted} grants of one ID`);
+    await context.shutdown();
+  });
+
   test('a grandchild announcing as many routes as a stream may take leaves its parent routes of its own: a start via the parent goes on', async () => {
     const parent = await router.local({ name: 'announcing-parent' });
     const grandchild = await router.local({ name: 'announcing-grandchild', via: parent });
