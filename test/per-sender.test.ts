@@ -1,18 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import {
-  type Context,
-  ContextDisconnectedError,
-  type LogRecord,
-  ProtocolError,
-  Router,
-  type RouterWarning,
-} from 'tendril';
+import { type Context, ContextDisconnectedError, type LogRecord, ProtocolError, Router } from 'tendril';
 import { ADD_ROUTE, ALLOCATE_ID, DEL_ROUTE, encode, FORWARD_LOG, ROUTE_PRESSURE } from '#dist/internal.js';
 import { frameBytes, writeBytes } from './support/frames.js';
 import { claimIds, forgeConnectReplies } from './support/hostile.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
+import { collectWarnings } from './support/warnings.js';
 
 /**
  * Authority checked per sender, not per stream: every context behind one
@@ -21,12 +15,6 @@ import { waitFor } from './support/procs.js';
  * for its parent and its siblings. Each test plays that grandchild (or an
  * isolated call's interpreter) writing raw frames on its own stream.
  */
-
-function collect(router: Router, code: RouterWarning['code']): RouterWarning[] {
-  const seen: RouterWarning[] = [];
-  router.on('warning', (warning) => warning.code === code && seen.push(warning));
-  return seen;
-}
 
 describe('what a grandchild can say for its parent and its siblings', () => {
   let router: Router;
@@ -47,7 +35,7 @@ describe('what a grandchild can say for its parent and its siblings', () => {
 
   for (const victim of ['parent', 'sibling'] as const) {
     test(`a line forwarded in the name of its ${victim} is refused and warned`, async () => {
-      const refused = collect(router, 'bad-route');
+      const refused = collectWarnings(router, 'bad-route');
       const target = victim === 'parent' ? parent : sibling;
       const text = `a line the ${victim} never wrote`;
       await attacker.call(
@@ -73,7 +61,7 @@ describe('what a grandchild can say for its parent and its siblings', () => {
   });
 
   test("an isolated call's interpreter cannot log in the name of its context", async () => {
-    const refused = collect(router, 'bad-route');
+    const refused = collectWarnings(router, 'bad-route');
     const text = 'a line the context never wrote';
     await parent.callWith(
       { isolate: true },
@@ -97,7 +85,7 @@ describe('what a grandchild can say for its parent and its siblings', () => {
   });
 
   test('a DEL_ROUTE of its parent, sent straight to the master, is refused: calls to the parent go on', async () => {
-    const refused = collect(router, 'bad-route');
+    const refused = collectWarnings(router, 'bad-route');
     await attacker.call(
       writeBytes,
       frameBytes({ dst: 0, src: attacker.id, handle: DEL_ROUTE }, encode([parent.id, 'forged departure'])),
@@ -109,7 +97,7 @@ describe('what a grandchild can say for its parent and its siblings', () => {
   });
 
   test('a ROUTE_PRESSURE on its sibling, sent straight to the master, is refused: calls to the sibling flow', async () => {
-    const refused = collect(router, 'bad-route');
+    const refused = collectWarnings(router, 'bad-route');
     await attacker.call(
       writeBytes,
       frameBytes({ dst: 0, src: attacker.id, handle: ROUTE_PRESSURE }, encode([sibling.id, 1])),
@@ -120,7 +108,7 @@ describe('what a grandchild can say for its parent and its siblings', () => {
   });
 
   test('an ADD_ROUTE renaming its sibling, sent straight to the master, is refused', async () => {
-    const refused = collect(router, 'bad-route');
+    const refused = collectWarnings(router, 'bad-route');
     await attacker.call(
       writeBytes,
       frameBytes({ dst: 0, src: attacker.id, handle: ADD_ROUTE }, encode([sibling.id, 'renamed', attacker.id])),
@@ -276,7 +264,7 @@ describe('what one member of a subtree can take from the rest of it', () => {
   test('a grandchild announcing as many routes as a stream may take leaves its parent routes of its own: a start via the parent goes on', async () => {
     const parent = await router.local({ name: 'announcing-parent' });
     const grandchild = await router.local({ name: 'announcing-grandchild', via: parent });
-    const refused = collect(router, 'bad-route');
+    const refused = collectWarnings(router, 'bad-route');
     assert.equal((await grandchild.call(claimIds, 65_536)).length, 65_536);
     assert.ok(refused.length > 0, 'the master refused some');
     const child = await router.local({ name: 'started-after-routes', via: parent });
@@ -360,7 +348,7 @@ describe('what a grandchild can do with IDs, names and cycles', () => {
   test("a grandchild announcing its parent's next IDs cannot take them: starts via the parent go on", async () => {
     const parent = await router.local({ name: 'squatted-parent' });
     const attacker = await router.local({ name: 'squatter', via: parent });
-    const refused = collect(router, 'bad-route');
+    const refused = collectWarnings(router, 'bad-route');
     const squat = [1, 2, 3, 4, 5].map((n): [number, unknown[]] => [ADD_ROUTE, [attacker.id + n, 'web1', attacker.id]]);
     await attacker.call(announce, squat, ALLOCATE_ID);
     const started = await router.local({ name: 'after-the-squat', via: parent });
@@ -374,7 +362,7 @@ describe('what a grandchild can do with IDs, names and cycles', () => {
     const parent = await router.local({ name: 'cycle-parent' });
     const attacker = await router.local({ name: 'cycler', via: parent });
     const [x, y] = await attacker.call(claimIds, 2);
-    const warned = collect(router, 'bad-route');
+    const warned = collectWarnings(router, 'bad-route');
     const parentWarnings: string[] = [];
     router.on('log', (record) => record.contextName === 'cycle-parent' && parentWarnings.push(record.text));
     await attacker.call(

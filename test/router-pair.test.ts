@@ -147,7 +147,7 @@ describe('routers joined in one process', () => {
     // Children 1 and 2 were not numbered by this allocator: it refuses them.
     await assert.rejects(ask(a, 0, ALLOCATE_ID_SPEC, 1000), (error: unknown) => quotaError(error, /never given an ID/));
     const child = await ids.allocateChild();
-    assert.equal(ids.rootOf(child.id), child.id);
+    assert.equal(ids.ownerOf(child.id), child.id);
     assert.equal(ids.ownerOf((child.block as [number, number])[0]), child.id);
     void b;
     // Re-join a as the allocator's child so its requests count against its subtree.
@@ -161,7 +161,7 @@ describe('routers joined in one process', () => {
       try {
         const [start, end] = await ask(grandchild, 0, ALLOCATE_ID_SPEC, 1000);
         granted += end - start;
-        assert.equal(allocator.rootOf(start), first.id);
+        assert.equal(allocator.ownerOf(start), first.id);
       } catch (error) {
         assert.ok(quotaError(error, /have used their quota of 1048576 context IDs/), String(error));
         break;
@@ -191,7 +191,7 @@ describe('a context numbering many children at once', () => {
     const ids = new Set(given.map((g) => g.id));
     assert.equal(ids.size, 60);
     for (const { id, block } of given) {
-      assert.equal(allocator.rootOf(id), mid.id, `${id} lies in the subtree's blocks`);
+      assert.equal(allocator.ownerOf(id), mid.id, `${id} lies in the subtree's blocks`);
       if (block) assert.ok(!ids.has(block[0]) && block[1] > block[0], `${id}'s block overlaps no ID`);
     }
   });

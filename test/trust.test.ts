@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ChannelError, type Context, type LogRecord, ProtocolError, Router, type RouterWarning } from 'tendril';
+import { ChannelError, type Context, type LogRecord, ProtocolError, Router } from 'tendril';
 import {
   ALLOCATE_ID,
   CALL_FUNCTION,
@@ -14,18 +14,13 @@ import { frameBytes, writeBytes } from './support/frames.js';
 import { forgeConnectReplies } from './support/hostile.js';
 import { switchOf } from './support/internals.js';
 import { waitFor } from './support/procs.js';
+import { collectWarnings } from './support/warnings.js';
 
 /**
  * The trust boundary seen from a child that takes hold of its own stream
  * (raw frames on fd 4) or of its own router (patching the core it runs):
  * nothing it sends may crash, exhaust or mislead the master or its siblings.
  */
-
-function collect(router: Router, code: RouterWarning['code']): RouterWarning[] {
-  const seen: RouterWarning[] = [];
-  router.on('warning', (warning) => warning.code === code && seen.push(warning));
-  return seen;
-}
 
 describe('what a hostile child can make the master do', () => {
   let router: Router;
@@ -38,7 +33,7 @@ describe('what a hostile child can make the master do', () => {
   after(() => router.shutdown());
 
   test('a flood of undeliverable requests, while the child does not read, earns a bounded number of dead replies', async () => {
-    const floods = collect(router, 'flood');
+    const floods = collectWarnings(router, 'flood');
     const toAttacker = switchOf(router).routeOf(a.id);
     assert.ok(toAttacker);
     const before = toAttacker.stats.messagesOut;
@@ -86,7 +81,7 @@ describe('what a hostile child can make the master do', () => {
 
   test('dead messages and values from another context do not reach a receiver bound to a context', async () => {
     const receiver = router.receiver<string>({ contextId: b.id });
-    const refused = collect(router, 'policy');
+    const refused = collectWarnings(router, 'policy');
     await a.call(
       writeBytes,
       frameBytes({ dst: 0, src: a.id, handle: receiver.handle, flags: 1 }, encode('closed by sender')),
@@ -104,8 +99,8 @@ describe('what a hostile child can make the master do', () => {
   });
 
   test('a child cannot exhaust the context ID space; the master keeps starting contexts', async () => {
-    const quota = collect(router, 'quota');
-    const malformed = collect(router, 'handler');
+    const quota = collectWarnings(router, 'quota');
+    const malformed = collectWarnings(router, 'handler');
     const requests = Math.ceil(SUBTREE_ID_QUOTA / 1000) + 100;
     await a.call(writeBytes, frameBytes({ dst: 0, src: a.id, handle: ALLOCATE_ID }, encode(10_000)));
     await a.call(writeBytes, frameBytes({ dst: 0, src: a.id, handle: ALLOCATE_ID }, encode(1000)), requests);

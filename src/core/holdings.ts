@@ -201,7 +201,7 @@ class ShareAccount implements Charges {
     if (full !== undefined)
       throw this.holdings.refused(
         full.contextId,
-        full.contextId === this.chain[0] ? full.level : -2,
+        full.contextId !== this.chain[0] ? 'descendants' : full.level === 0 ? 'child' : 'member',
         full.share,
         full.used,
         bytes,
@@ -224,7 +224,7 @@ class Unplaced implements Charges {
   ) {}
 
   charge(bytes: number, what: string, reserve = 0): void {
-    throw this.holdings.refused(this.contextId, -1, 0, 0, bytes, what, reserve);
+    throw this.holdings.refused(this.contextId, 'unplaced', 0, 0, bytes, what, reserve);
   }
 
   release(): void {}
@@ -282,13 +282,14 @@ export class Holdings {
   }
 
   /**
-   * The error for a charge past the share of `contextId` (at `level`
-   * below a child; -1 for one whose place is not known, -2 for what the
-   * contexts below it may hold together), reported as a `quota` warning.
+   * The error for a charge past the share of `contextId`, reported as a
+   * `quota` warning: a child's account, a context's own share below it,
+   * what the contexts below one may hold together, or a context whose
+   * place in the tree is not known.
    */
   refused(
     contextId: number,
-    level: number,
+    kind: 'child' | 'member' | 'descendants' | 'unplaced',
     share: number,
     used: number,
     bytes: number,
@@ -296,14 +297,13 @@ export class Holdings {
     reserve: number,
   ): HeldBytesError {
     const name = this.router.nameOf(contextId);
-    const whose =
-      level === 0
-        ? undefined
-        : level === -1
-          ? `context '${name}' (id ${contextId}), whose parent has gone (nothing is held for a context whose place in the tree is not known)`
-          : level === -2
-            ? `the contexts started under '${name}' (id ${contextId}) together (at most ${Math.round(MEMBER_SHARE * 100)}% of its own share: the rest is kept for it)`
-            : `context '${name}' (id ${contextId}) and the contexts it started (a share of ${Math.round(MEMBER_SHARE * 100)}% of their parent's, so that one context cannot use up its parent's account)`;
+    const percent = Math.round(MEMBER_SHARE * 100);
+    const whose = {
+      child: undefined,
+      member: `context '${name}' (id ${contextId}) and the contexts it started (a share of ${percent}% of their parent's, so that one context cannot use up its parent's account)`,
+      descendants: `the contexts started under '${name}' (id ${contextId}) together (at most ${percent}% of its own share: the rest is kept for it)`,
+      unplaced: `context '${name}' (id ${contextId}), whose parent has gone (nothing is held for a context whose place in the tree is not known)`,
+    }[kind];
     const error = new HeldBytesError(
       name,
       contextId,

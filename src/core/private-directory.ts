@@ -253,7 +253,7 @@ export function privateDirectory(root: string, below: readonly string[], what: s
       ? { reason: 'not-directory' as const, detail: 'is not a directory' }
       : stats.uid !== uid
         ? { reason: 'owner' as const, detail: `${ownedBy(stats.uid)}, not by this account (uid ${uid})` }
-        : (stats.mode & 0o022) !== 0
+        : writableByOthers(stats)
           ? { reason: 'writable' as const, detail: 'may be written by group or others' }
           : undefined;
     if (broken) throw new UnsafePlaceError(what, { path, owner: stats.uid, ...broken }, advice);

@@ -16,7 +16,7 @@ import { announceDeparture, announceRoute, refuseRoute, serveRouteRequests } fro
 import { type Departure, RouteTable } from './route-table.js';
 import { serveServiceCalls } from './service-dispatch.js';
 import type { ServiceDispatcher } from './services.js';
-import { lineageOf, MAX_TREE_DEPTH } from './shares.js';
+import { lineageOf } from './shares.js';
 import type { Stream } from './stream.js';
 import { ROUTER_SWITCH } from './symbols.js';
 import { admits } from './trust.js';
@@ -207,16 +207,8 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
    * itself counts for its children).
    */
   isAncestorOf(ancestor: number, contextId: number): boolean {
-    let current = contextId;
-    // Bounded whatever a hostile subtree announced (a cycle of withdrawn and re-announced routes).
-    for (let hops = 0; hops < MAX_TREE_DEPTH; hops++) {
-      const parent = this.routes.parentOf(current);
-      if (parent === undefined) return false;
-      if (parent === ancestor) return true;
-      if (parent === this.id) return false;
-      current = parent;
-    }
-    return false;
+    const chain = lineageOf(this, contextId);
+    return ancestor === this.id ? chain !== undefined : chain !== undefined && chain.indexOf(ancestor, 1) !== -1;
   }
 
   /** What became of `contextId`, when it went away and has had no route since. */
@@ -455,9 +447,9 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
 
   /**
    * Whether the child `childId` may announce `target`, as this context's
-   * ID source knows: not an ID it still holds or numbered another child
-   * with, nor one of a block it handed another child (see `IdPool`).
-   * Undefined where nothing is known (the master checks its own blocks).
+   * ID source knows: only an ID of a block that went to that child (see
+   * `IdPool.mayClaim`). Undefined in the master, which checks its own
+   * blocks.
    */
   idClaims: ((target: number, childId: number) => boolean) | undefined;
 

@@ -135,16 +135,6 @@ export class IdAllocator implements IdSource {
     return byte < this.routed.length && ((this.routed[byte] as number) & (1 << (id & 7))) !== 0;
   }
 
-  /** The master's child at the top of the subtree `id` belongs to, or undefined for an ID never handed out. */
-  rootOf(id: number): number | undefined {
-    for (let current = id, hops = 0; hops < 10_000; hops++) {
-      const owner = this.ownerOf(current);
-      if (owner === undefined || owner === current) return owner;
-      current = owner;
-    }
-    return undefined;
-  }
-
   /**
    * A block of at most `count` IDs for `requester`: fewer when its share,
    * or that of an ancestor, has less left (at least one).

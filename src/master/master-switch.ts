@@ -32,6 +32,7 @@ import { FORWARD_LOG_SPEC } from '../core/protocol/forward-log.js';
 import { RouteRefusedError } from '../core/protocol/routes.js';
 import { ask, serve } from '../core/protocol/serve.js';
 import type { ConnectRequest, Runtime } from '../core/runtime.js';
+import { lineageOf } from '../core/shares.js';
 import type { Stream } from '../core/stream.js';
 import { MessageSwitch } from '../core/switch.js';
 import { bootstrapAssets } from './assets.js';
@@ -394,9 +395,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     // The via context enforces connectTimeout itself and says so; one that never answers (hung, or hostile) is given up on STOP_GRACE later.
     const connectTimeout = (rest as CommonOptions).connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
     // While it is in progress, via and its ancestors (whose caches a runtime climbs through) may ask for the runtime it ships.
-    const from: number[] = [];
-    for (let id: number | undefined = via.id; id !== undefined && id !== this.id; id = this.parentOf(id)) from.push(id);
-    const admitted = admitRuntimeRequests(this, from, rest as CommonOptions);
+    const admitted = admitRuntimeRequests(this, lineageOf(this, via.id) ?? [via.id], rest as CommonOptions);
     let info: ReadyInfo;
     try {
       info = await ask(this, via.id, CONNECT_SPEC, request, {
