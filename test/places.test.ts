@@ -215,6 +215,20 @@ describe('places another account can change are never a context’s own', () => 
     assert.ok(!(env.PATH as string).includes(theirs), 'an entry of the attacker’s was kept');
   });
 
+  test("a list entry that does not exist, in a directory anyone may write (npm's /tmp/node_modules/.bin), goes without a word", () => {
+    const missing = `/tmp/tendril-no-such-${process.pid}/node_modules/.bin`;
+    const theirs = attackerDirectory('listed', 0o755);
+    const env: NodeJS.ProcessEnv = { PATH: `/usr/bin:${missing}:${theirs}`, NODE_PATH: missing };
+    const dropped = distrustInheritedPlaces(env, { uid: 0 });
+    assert.equal(env.PATH, '/usr/bin', 'both are taken out');
+    assert.equal(env.NODE_PATH, undefined);
+    const said = new Map(dropped.map(({ variable, text }) => [variable, text]));
+    // The one another account owns is said; the missing one is not, though its variable is named as changed.
+    assert.match(said.get('PATH') ?? '', new RegExp(`^from PATH: ${theirs} \\(`));
+    assert.ok(!(said.get('PATH') ?? '').includes(missing), said.get('PATH'));
+    assert.equal(said.get('NODE_PATH'), '');
+  });
+
   test("su keeping the attacker's TMP: the context tmpdir is made where the attacker cannot swap it", async () => {
     // Sticky, so that the attacker's own context keeps it (it is the attacker's alone), and anyone may write in it.
     const evil = attackerDirectory('tmp', 0o1777);

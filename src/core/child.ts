@@ -96,7 +96,7 @@ function distrustEnvironment(name: string, requireFn: (id: string) => unknown): 
     // Node took its global module directories ($HOME/.node_modules, NODE_PATH) as it started: anew without them.
     (requireFn('module') as { _initPaths?: () => void })._initPaths?.();
   }
-  const said = [...dropped.map(({ text }) => text), ...(moved ? [moved] : [])];
+  const said = [...dropped.map(({ text }) => text).filter((text) => text !== ''), ...(moved ? [moved] : [])];
   if (said.length > 0) {
     process.stderr.write(
       `tendril: ${name}: not trusted, as another account could change what they name: ${said.join('; ')}\n`,

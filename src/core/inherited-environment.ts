@@ -78,7 +78,8 @@ export const CONFIG_VARIABLES: readonly string[] = ['DOCKER_CONFIG'];
  * @param env the environment to change in place. Default `process.env`.
  * @param options the account (default this process's effective user).
  * @returns what was taken out: each variable changed, and in words what went, e.g.
- *   `TMP=/home/bob/tmp (/home/bob/tmp is owned by another account (uid 1001))`.
+ *   `TMP=/home/bob/tmp (/home/bob/tmp is owned by another account (uid 1001))`;
+ *   empty words when all that went were list entries that do not exist.
  */
 export function distrustInheritedPlaces(
   env: NodeJS.ProcessEnv = process.env,
@@ -121,8 +122,10 @@ export function distrustInheritedPlaces(
       else if (i >= MAX_ENTRIES) leave(() => `${brief(entry)} (past the first ${MAX_ENTRIES} entries)`);
       else {
         const problem = placeProblem(entry, check);
-        if (problem) leave(() => `${brief(entry)} (${brief(describeProblem(problem))})`);
-        else kept.push(entry);
+        if (problem === undefined) kept.push(entry);
+        // One that does not exist named nothing the program had, and goes without a word: npm puts
+        // node_modules/.bin of every directory above a package on PATH, /tmp's among them.
+        else if (problem.reason !== 'missing') leave(() => `${brief(entry)} (${brief(describeProblem(problem))})`);
       }
     });
     if (kept.length === entries.length) continue;
@@ -131,7 +134,7 @@ export function distrustInheritedPlaces(
     if (kept.length > 0) env[name] = kept.join(':');
     else delete env[name];
     if (unsaid > 0) left.push(`and ${unsaid} more`);
-    dropped.push({ variable: name, text: `from ${name}: ${left.join(', ')}` });
+    dropped.push({ variable: name, text: left.length > 0 ? `from ${name}: ${left.join(', ')}` : '' });
   }
   return dropped;
 }
