@@ -55,7 +55,7 @@ export type { ChildProcessHandle, ExitStatus } from './core/broker.js';
 export type { ChannelOptions } from './core/channel.js';
 export { Channel } from './core/channel.js';
 export { serviceName } from './core/child-entry.js';
-export type { RemoteErrorInfo, ServiceErrorCode, ServiceErrorDetails } from './core/errors.js';
+export type { DisconnectKind, RemoteErrorInfo, ServiceErrorCode, ServiceErrorDetails } from './core/errors.js';
 export {
   CallError,
   CapturedVariableError,
@@ -73,6 +73,7 @@ export {
   TimeoutError,
   UnsupportedValueError,
 } from './core/errors.js';
+export type { HeartbeatOptions } from './core/heartbeat.js';
 export { NativeModuleError } from './core/importer.js';
 export type { LogRecord } from './core/log.js';
 export { type PlaceProblem, type PlaceReason, UnsafePlaceError } from './core/private-directory.js';

@@ -44,6 +44,7 @@ export { CALL_TOOLKIT } from './core/context.js';
 export { remoteError, toRemoteErrorInfo } from './core/errors.js';
 export { DEFAULT_MAX_MESSAGE_SIZE, encodeFrame, FrameDecoder } from './core/framing.js';
 export { compileFunction } from './core/function-source.js';
+export { Heartbeat, heartbeatSettings } from './core/heartbeat.js';
 export { ITEM_OVERHEAD } from './core/holdings.js';
 export { IdPool } from './core/ids.js';
 export { distrustInheritedPlaces } from './core/inherited-environment.js';

@@ -51,6 +51,7 @@ const QUICK = [
   'flow',
   'framing',
   'fuzz',
+  'heartbeat',
   'hostile-text',
   'jobs-hostile',
   'known-hosts',

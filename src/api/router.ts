@@ -35,7 +35,7 @@ export type { RouterOptions, ViaOption } from '../master/master-switch.js';
 
 /**
  * Events of a `Router`: `log` (a `LogRecord` for each line a context
- * writes), `disconnect` (a context became unreachable: its ID), `route`
+ * writes), `disconnect` (a context became unreachable: its ID, why, and why in one word, a `DisconnectKind`), `route`
  * (one became reachable: its ID), `warning` (a message was refused or
  * dropped: a `RouterWarning`), `ship` (progress of a Node runtime being
  * sent: a `ShipProgress`).

@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { describeExit } from '../core/broker.js';
 import { encode } from '../core/codec.js';
+import { type HeartbeatOptions, heartbeatSettings } from '../core/heartbeat.js';
 import type { ChildIds } from '../core/ids.js';
 import { LineSplitter, logger } from '../core/log.js';
 import { BOOT_SPEC } from '../core/protocol/boot.js';
@@ -36,7 +37,7 @@ const OUTPUT_SETTLE = 100;
 const EXIT_SETTLE = 500;
 
 /** Options every connection method accepts. */
-export interface CommonOptions {
+export interface CommonOptions extends HeartbeatOptions {
   /** Name of the new context in logs and errors. Default: `<method>.<pid>` or `<method>:<host>`. */
   name?: string;
   /**
@@ -190,6 +191,8 @@ async function startChild<O extends CommonOptions>(
   const { router } = runtime;
   const { session, timeout, abort } = attempt;
   const started = Date.now();
+  // Before anything starts: a timeout that does not fit the inherited interval is the caller's mistake.
+  const heartbeat = heartbeatSettings(options, runtime.heartbeat, `router.${method.name}()`);
   // A method that may prompt gets the core only after the hello, so a prompt never reads it as a password.
   const eager = method.conversation === undefined;
   const { transport, ids, node, core, shipping } = await launch(runtime, method, options, attempt, eager);
@@ -267,7 +270,7 @@ async function startChild<O extends CommonOptions>(
       maxMessageSize: router.maxMessageSize,
       ...(transport.socket && { socket: transport.socket }),
     });
-    router.addChildStream(stream, ids.id, name);
+    router.addChildStream(stream, ids.id, name, heartbeat);
     if (leftover.length > 0) stream.receive(leftover);
     const config: BootConfig = {
       id: ids.id,
@@ -281,6 +284,7 @@ async function startChild<O extends CommonOptions>(
       firstStage: runtime.firstStage,
       moduleBase: runtime.moduleBase,
       preferTargetModules: options.preferTargetModules === true,
+      heartbeat: heartbeat && [heartbeat.interval, heartbeat.timeout],
     };
     const reply = await Promise.race([
       router.request(ids.id, BOOT_SPEC.handle, encode(config), { what: 'bootstrap' }),

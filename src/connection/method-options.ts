@@ -4,6 +4,7 @@
  * default, and a missing `hostname` found only by the target's failure.
  */
 import { InvalidOptionError } from '../core/errors.js';
+import { DEFAULT_HEARTBEAT, heartbeatSettings } from '../core/heartbeat.js';
 import { boolean, closestName, knownOptions, milliseconds, optionsObject, text } from '../core/options.js';
 import type { CommonOptions } from './bootstrap.js';
 import type { ConnectionMethod } from './method.js';
@@ -23,6 +24,8 @@ export const COMMON_OPTIONS: Record<keyof Required<CommonOptions>, true> = {
   nodeCandidates: true,
   shipNode: true,
   runtimeDirectory: true,
+  heartbeatInterval: true,
+  heartbeatTimeout: true,
 };
 
 /**
@@ -62,6 +65,8 @@ function checkCommonOptions(options: CommonOptions, where: string): void {
     throw new InvalidOptionError('shipNode', where, "'auto', 'always' or 'never'", shipNode);
   }
   text(runtimeDirectory, 'runtimeDirectory', where, undefined);
+  // The values alone: whether they fit with what the context inherits is checked where it starts.
+  heartbeatSettings(options, DEFAULT_HEARTBEAT, where);
   // It goes into the shell command in double quotes: variables expand there, commands must not run,
   // and a ! or a newline would break a csh-family login shell's quoting.
   if (runtimeDirectory !== undefined && /[!\n`]|\$\(/.test(runtimeDirectory)) {

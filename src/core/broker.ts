@@ -137,9 +137,19 @@ export class Broker {
     const child: ManagedChild = { id, name, process, stream, stopping: undefined };
     this.children.set(id, child);
     if (this.closing) void this.stopChild(id);
+    let exited = false;
     void process.exited.then(() => {
+      exited = true;
       this.children.delete(id);
-      stream.close('process exited');
+      stream.close('process exited', 'process exited');
+    });
+    // A child whose stream closed first (declared dead by its heartbeat, or it broke) is no use to anyone:
+    // it gets the grace a stop gives to exit by itself, as a child that lost its parent does, then the signals.
+    stream.once('close', () => {
+      if (exited) return;
+      void this.within(process.exited, this.grace).then((gone) => {
+        if (!gone) void this.stopChild(id);
+      });
     });
   }
 

@@ -10,12 +10,14 @@ import type { CoreSource } from './core-source.js';
 import { Dispatcher } from './dispatcher.js';
 import { toRemoteErrorInfo, withoutOwnFrames } from './errors.js';
 import { GrantWatch } from './grant-watch.js';
+import { type HeartbeatSettings, MIN_HEARTBEAT_INTERVAL } from './heartbeat.js';
 import { IdPool } from './ids.js';
 import { CONNECTION_MODULE_ID, Importer, SYNC_FETCH_TIMEOUT, TOOLKIT_MODULE_ID } from './importer.js';
 import { distrustInheritedPlaces, leaveUntrustedDirectory } from './inherited-environment.js';
 import { logger } from './log.js';
 import { LogForwarder } from './log-forwarding.js';
 import type { Message } from './message.js';
+import { MAX_TIMER } from './options.js';
 import { markOwn, ProcessState } from './process-state.js';
 import { CONNECT_SPEC } from './protocol/connect.js';
 import { BOOT } from './protocol/handles.js';
@@ -104,6 +106,15 @@ function distrustEnvironment(name: string, requireFn: (id: string) => unknown): 
   }
 }
 
+/** The heartbeat BOOT gives (the parent's choice for this stream, and this context's default), within sane bounds. */
+function bootHeartbeat(value: BootConfig['heartbeat']): HeartbeatSettings | false {
+  if (!Array.isArray(value)) return false;
+  const [interval, timeout] = value;
+  if (!(typeof interval === 'number' && typeof timeout === 'number')) return false;
+  if (!(interval >= MIN_HEARTBEAT_INTERVAL && timeout > interval && timeout <= MAX_TIMER)) return false;
+  return { interval, timeout };
+}
+
 function exitNow(why: string): void {
   process.stderr.write(`tendril: ${why}\n`);
   process.exit(1);
@@ -133,7 +144,8 @@ function start(
     maxMessageSize: config.maxMessageSize,
     ...(typeof config.maxHeldBytes === 'number' && config.maxHeldBytes > 0 && { maxHeldBytes: config.maxHeldBytes }),
   });
-  router.setParentStream(stream);
+  const heartbeat = bootHeartbeat(config.heartbeat);
+  router.setParentStream(stream, heartbeat);
   config.parentIds.forEach((id, i) => {
     const name = config.parentNames?.[i];
     if (typeof name === 'string') router.setName(id, name);
@@ -161,6 +173,7 @@ function start(
     coreSource,
     codeCache: codeCacheForChildren(coreSource, requireFn),
     firstStage: config.firstStage,
+    heartbeat,
     debugNamespaces: config.debug,
     moduleBase: config.moduleBase,
     importer,

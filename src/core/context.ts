@@ -27,6 +27,7 @@ import { CALL_FUNCTION_SPEC, type CallPayload } from './protocol/call-function.j
 import { CALL_SERVICE_SPEC, type ServiceRequest } from './protocol/call-service.js';
 import { CANCEL_CALL_SPEC, type CancelCallRequest } from './protocol/cancel-call.js';
 import { type ImporterStats, MODULE_STATS_SPEC } from './protocol/module-stats.js';
+import { PING_SPEC } from './protocol/ping.js';
 import { ask, openReply } from './protocol/serve.js';
 import { STOP_CHILD_SPEC } from './protocol/stop-child.js';
 import type { LeaseHolder } from './sender.js';
@@ -406,6 +407,27 @@ export class Context {
       timeout: options.timeout,
       signal: options.signal,
     });
+  }
+
+  /**
+   * Measures the round trip to this context through every hop on the way:
+   * a PING message there and its answer back, timed on the master's clock.
+   * What tells a slow link from a dead one.
+   * @returns the round trip in ms (fractional).
+   * @throws ContextDisconnectedError when the context is gone or goes
+   *   away meanwhile; TimeoutError after `options.timeout` ms (default:
+   *   none); the signal's reason on abort; InvalidOptionError for bad options.
+   */
+  async ping(options: OperationOptions = {}): Promise<number> {
+    checkOperationOptions(options, 'context.ping()');
+    // Not performance.now(): not a global on Node 12, which a child may run.
+    const started = process.hrtime.bigint();
+    await ask(this.router, this.id, PING_SPEC, null, {
+      what: 'ping',
+      timeout: options.timeout,
+      signal: options.signal,
+    });
+    return Number(process.hrtime.bigint() - started) / 1e6;
   }
 
   /** `send` for another context's `SEND_ISOLATED`: the prepared call, to this context. */

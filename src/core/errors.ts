@@ -13,7 +13,7 @@
 
 export { describeError, TendrilError, withoutStack } from './errors/base.js';
 export { CallError, type RemoteErrorInfo, TimeoutError } from './errors/call.js';
-export { ChannelError, ContextDisconnectedError } from './errors/delivery.js';
+export { ChannelError, ContextDisconnectedError, type DisconnectKind } from './errors/delivery.js';
 export { HeldBytesError, MessageTooLargeError } from './errors/limits.js';
 export { DecodeError, ProtocolError, StreamError } from './errors/malformed.js';
 export { ModuleRequestError } from './errors/module-request.js';

@@ -61,7 +61,7 @@ export function request(
     }
     const departure = host.departureOf(dst);
     if (departure) {
-      reject(new ContextDisconnectedError(departure.name, dst, departure.reason));
+      reject(new ContextDisconnectedError(departure.name, dst, departure.reason, departure.kind));
       return;
     }
     let timer: ReturnType<typeof setTimeout> | undefined;

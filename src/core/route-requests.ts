@@ -5,7 +5,7 @@ import { ADD_ROUTE_SPEC, DEL_ROUTE_SPEC, RouteRefusedError } from './protocol/ro
 import { type ServeOptions, serve } from './protocol/serve.js';
 import { MAX_ROUTES_PER_STREAM } from './route-table.js';
 import { lineageOf, MAX_TREE_DEPTH } from './shares.js';
-import type { Stream } from './stream.js';
+import type { DisconnectKind, Stream } from './stream.js';
 import type { MessageSwitch } from './switch.js';
 
 /**
@@ -32,7 +32,7 @@ export interface RouteChanges {
   /** Records the route a child announced (`target`, started by `parent`), and tells this context's parent. */
   addRoute(target: number, name: string, parent: number, stream: Stream): void;
   /** Forgets the route a child withdrew, and tells this context's parent. */
-  deleteRoute(target: number, reason: string): void;
+  deleteRoute(target: number, reason: string, kind: DisconnectKind): void;
   /** Serves ROUTE_PRESSURE (see pressure.ts). */
   onPressure(target: number, on: 0 | 1, stream: Stream | undefined): null;
 }
@@ -94,12 +94,12 @@ export function serveRouteRequests(host: MessageSwitch, changes: RouteChanges): 
   serve(
     host,
     DEL_ROUTE_SPEC,
-    ([target, reason], message, stream) => {
+    ([target, reason, kind], message, stream) => {
       fromPeer(host, 'DEL_ROUTE', target, message, stream);
       if (host.routeOf(target) !== stream) {
         refuseRoute(host, 'DEL_ROUTE', target, stream, 'that context is not reached through it');
       }
-      changes.deleteRoute(target, reason);
+      changes.deleteRoute(target, reason, kind);
       return null;
     },
     routeRequests,
@@ -161,9 +161,9 @@ export function announceRoute(host: MessageSwitch, target: number, name: string,
   tellParent(host, ADD_ROUTE_SPEC.handle, [target, name, parent]);
 }
 
-/** Tells the parent, if its stream is open, that `target` went away (DEL_ROUTE, with why). */
-export function announceDeparture(host: MessageSwitch, target: number, reason: string): void {
-  tellParent(host, DEL_ROUTE_SPEC.handle, [target, reason]);
+/** Tells the parent, if its stream is open, that `target` went away (DEL_ROUTE, with why, in words and in one). */
+export function announceDeparture(host: MessageSwitch, target: number, reason: string, kind: DisconnectKind): void {
+  tellParent(host, DEL_ROUTE_SPEC.handle, [target, reason, kind]);
 }
 
 function tellParent(host: MessageSwitch, handle: number, request: unknown[]): void {

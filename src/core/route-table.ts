@@ -1,5 +1,5 @@
 import { Shares } from './shares.js';
-import type { Stream } from './stream.js';
+import type { DisconnectKind, Stream } from './stream.js';
 
 /** Departed contexts remembered, for errors that say what became of them. */
 const MAX_DEPARTED = 1024;
@@ -18,6 +18,8 @@ export interface Departure {
   name: string;
   /** Why it went away, e.g. `'end of stream (stream to web1)'`. */
   reason: string;
+  /** The same in one word. */
+  kind: DisconnectKind;
   /** The context that started it (see `RouteTable.parentOf`). */
   parent: number | undefined;
 }
@@ -146,21 +148,25 @@ export class RouteTable {
   /**
    * Forgets the route to `target` and remembers it as departed.
    * @param streamReason why, unless it was expected to leave (`expectDeparture`).
+   * @param streamKind the same in one word (`'shutdown'` when it was expected).
    * @returns why it departed; undefined when no route to it was recorded.
    */
-  delete(target: number, streamReason: string): string | undefined {
+  delete(target: number, streamReason: string, streamKind: DisconnectKind): Departure | undefined {
     const via = this.routes.get(target);
     if (!via || !this.routes.delete(target)) return undefined;
     const chain = this.chains.get(target);
     if (chain) this.routeCounts.give(chain, 1);
     this.chains.delete(target);
-    const reason = this.leaving.get(target) ?? streamReason;
+    const expected = this.leaving.get(target);
+    const reason = expected ?? streamReason;
+    const kind = expected === undefined ? streamKind : 'shutdown';
     this.leaving.delete(target);
-    this.departed.set(target, { name: this.nameOf(target), reason, parent: this.parents.get(target) });
+    const departure = { name: this.nameOf(target), reason, kind, parent: this.parents.get(target) };
+    this.departed.set(target, departure);
     this.unname(target);
     this.names.delete(target);
     this.parents.delete(target);
     if (this.departed.size > MAX_DEPARTED) this.departed.delete(this.departed.keys().next().value as number);
-    return reason;
+    return departure;
   }
 }

@@ -1,5 +1,6 @@
 import type { Broker } from './broker.js';
 import type { CoreSource } from './core-source.js';
+import type { HeartbeatSettings } from './heartbeat.js';
 import type { IdSource } from './ids.js';
 import type { Importer } from './importer.js';
 import type { LogRecord } from './log.js';
@@ -37,6 +38,8 @@ export interface Runtime {
   readonly debugNamespaces: string;
   /** Directory (on the master) shipped functions resolve `require()` from by default. */
   readonly moduleBase: string;
+  /** The heartbeat of the streams to children started here, unless their own options say otherwise; false for none. */
+  readonly heartbeat: HeartbeatSettings | false;
   /** A child's module system (a job takes from it what it needs before it detaches); none in the master. */
   readonly importer?: Importer;
   /** Receives output lines of this context's children. */

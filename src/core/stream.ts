@@ -1,9 +1,12 @@
 import * as fs from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { EventEmitter } from 'eventemitter3';
+import type { DisconnectKind } from './errors/delivery.js';
 import { StreamError } from './errors.js';
 import { encodeFrame, FrameDecoder } from './framing.js';
+import { Heartbeat, type HeartbeatSettings, pong } from './heartbeat.js';
 import type { Message } from './message.js';
+import { HEARTBEAT } from './protocol/handles.js';
 
 /**
  * Bytes queued for the peer past which a stream wants to drain: messages
@@ -24,10 +27,13 @@ export interface StreamStats {
   messagesOut: number;
 }
 
+/** Why a stream went away, in one word (see errors/delivery.ts). */
+export type { DisconnectKind } from './errors/delivery.js';
+
 /** Events a stream emits. */
 export interface StreamEvents {
-  /** The stream closed; `reason` says why. Emitted once. */
-  close: [reason: string];
+  /** The stream closed; `reason` says why, `kind` in one word. Emitted once. */
+  close: [reason: string, kind: DisconnectKind];
 }
 
 /** Options of a stream. */
@@ -102,6 +108,8 @@ export class Stream extends EventEmitter<StreamEvents> {
   private readonly decoder: FrameDecoder;
   private readonly maxQueuedBytes: number;
   private closeReason: string | undefined;
+  private closeKind: DisconnectKind = 'stream ended';
+  private heartbeat: Heartbeat | undefined;
   /** Messages that arrived during a blocking request, delivered once it is over. */
   private deferred: Message[] = [];
   private blocking = false;
@@ -138,6 +146,32 @@ export class Stream extends EventEmitter<StreamEvents> {
   /** Why the stream closed, or undefined while it is open. */
   get reason(): string | undefined {
     return this.closeReason;
+  }
+
+  /** Why the stream closed, in one word; `'stream ended'` while it is open. */
+  get kind(): DisconnectKind {
+    return this.closeKind;
+  }
+
+  /**
+   * Starts watching the peer (see heartbeat.ts): a ping after
+   * `settings.interval` ms of silence, the stream closed with kind
+   * `'heartbeat'` after `settings.timeout` ms of it. Pings from the peer
+   * are answered whether or not this end watches.
+   * @param ownId this context's ID.
+   */
+  startHeartbeat(settings: HeartbeatSettings, ownId: number): void {
+    if (this.closeReason !== undefined || this.heartbeat) return;
+    const { stats } = this;
+    const host = {
+      name: this.name,
+      get bytesIn() {
+        return stats.bytesIn;
+      },
+      send: (message: Message) => this.send(message),
+      dead: (reason: string) => this.close(reason, 'heartbeat'),
+    };
+    this.heartbeat = new Heartbeat(host, settings, ownId, this.remoteId);
   }
 
   /** Bytes written but not yet taken by the peer (queued in this process). */
@@ -250,6 +284,8 @@ export class Stream extends EventEmitter<StreamEvents> {
     let reply: Message | undefined;
     const collect = (incoming: Message) => {
       this.stats.messagesIn++;
+      // The peer's pings wait: the request just sent, and its reply, are life for both ends.
+      if (incoming.handle === HEARTBEAT) return;
       if (reply === undefined && isReply(incoming)) reply = incoming;
       else this.deferred.push(incoming);
     };
@@ -365,19 +401,27 @@ export class Stream extends EventEmitter<StreamEvents> {
     this.socket?.unref?.();
   }
 
-  /** Closes both directions and emits `close` once with `reason`. */
-  close(reason: string): void {
+  /** Closes both directions and emits `close` once with `reason` and `kind` (default `'stream ended'`). */
+  close(reason: string, kind: DisconnectKind = 'stream ended'): void {
     if (this.closeReason !== undefined) return;
     // Frames sent this tick still leave, as they did before the close: what the descriptor does not take, end() flushes.
     this.writePending();
     this.closeReason = reason;
+    this.closeKind = kind;
+    this.heartbeat?.stop();
     this.input.off('data', this.onData);
     // Errors after close are expected (EPIPE and the like) and carry no news.
     this.input.on('error', () => {});
     this.output.on('error', () => {});
     this.output.end();
     this.input.destroy();
-    this.emit('close', reason);
+    this.emit('close', reason, kind);
+  }
+
+  /** A ping is answered; a pong was life already (its bytes were counted). Never routed. */
+  private heartbeatFrame(message: Message): void {
+    if (message.replyTo !== HEARTBEAT) return;
+    this.send(pong(message));
   }
 
   private readonly onData = (chunk: Buffer): void => {
@@ -385,7 +429,8 @@ export class Stream extends EventEmitter<StreamEvents> {
     try {
       this.decoder.push(chunk, (message) => {
         this.stats.messagesIn++;
-        this.onMessage(message, this);
+        if (message.handle === HEARTBEAT) this.heartbeatFrame(message);
+        else this.onMessage(message, this);
       });
     } catch (error) {
       if (error instanceof StreamError) this.close(error.message);

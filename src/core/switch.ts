@@ -6,18 +6,21 @@ import { EventLoopHolds } from './event-loop-holds.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from './framing.js';
 import type { GrantWatch } from './grant-watch.js';
 import { type HandlerOptions, HandlerTable } from './handler-table.js';
+import type { HeartbeatSettings } from './heartbeat.js';
 import { DEFAULT_MAX_HELD_BYTES, type Holding, Holdings } from './holdings.js';
 import { type LogRecord, logger } from './log.js';
 import { FLAG_DEAD, Message } from './message.js';
 import { PressureHolds } from './pressure.js';
 import { HANDLE_NAMES } from './protocol/handles.js';
+import { PING_SPEC } from './protocol/ping.js';
+import { serve } from './protocol/serve.js';
 import { type RequestOptions, reply, request } from './request.js';
 import { announceDeparture, announceRoute, refuseRoute, serveRouteRequests } from './route-requests.js';
 import { type Departure, RouteTable } from './route-table.js';
 import { serveServiceCalls } from './service-dispatch.js';
 import type { ServiceDispatcher } from './services.js';
 import { lineageOf } from './shares.js';
-import type { Stream } from './stream.js';
+import type { DisconnectKind, Stream } from './stream.js';
 import { ROUTER_SWITCH } from './symbols.js';
 import { admits } from './trust.js';
 import { type RouterWarning, WarningLimits } from './warnings.js';
@@ -40,8 +43,8 @@ const debug = logger('router');
 export interface RouterEvents {
   /** A descendant became reachable. */
   route: [contextId: number, name: string];
-  /** A context (a descendant) became unreachable. */
-  disconnect: [contextId: number, reason: string];
+  /** A context (a descendant) became unreachable: why, and the same in one word. */
+  disconnect: [contextId: number, reason: string, kind: DisconnectKind];
   /** The stream to this context's parent closed. */
   parentClosed: [reason: string];
   /** (Master) a line of output from a context. */
@@ -129,10 +132,11 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
       mayRoute: (target, stream) => this.mayRoute(target, stream),
       fullShare: (target, parent) => this.routes.fullShare(target, this.chainUnder(target, parent)),
       addRoute: (target, name, parent, stream) => this.addRoute(target, name, parent, stream),
-      deleteRoute: (target, reason) => this.deleteRoute(target, reason),
+      deleteRoute: (target, reason, kind) => this.deleteRoute(target, reason, kind),
       onPressure: (target, on, stream) => this.routePressure.onPressure(target, on, stream),
     });
     serveServiceCalls(this);
+    serve(this, PING_SPEC, () => null);
   }
 
   /** ID of the parent context, or -1 in the master. */
@@ -172,7 +176,7 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     const below = this.routes.descendants().filter((id) => this.isAncestorOf(contextId, id));
     for (const id of [contextId, ...below]) {
       this.routes.expectDeparture(id, reason);
-      this.deleteRoute(id, reason);
+      this.deleteRoute(id, reason, 'shutdown');
     }
   }
 
@@ -410,26 +414,28 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
 
   /**
    * Attaches the stream to a child context `childId`, announces the route
-   * upward, and routes the messages that arrive on it.
+   * upward, and routes the messages that arrive on it; with `heartbeat`,
+   * watches the child (see heartbeat.ts).
    */
-  addChildStream(stream: Stream, childId: number, name: string): void {
+  addChildStream(stream: Stream, childId: number, name: string, heartbeat: HeartbeatSettings | false = false): void {
     stream.remoteId = childId;
-    this.attach(stream);
+    this.attach(stream, heartbeat);
     this.addRoute(childId, name, this.id, stream);
-    stream.on('close', (reason) => this.onStreamClosed(stream, reason));
+    stream.on('close', (reason, kind) => this.onStreamClosed(stream, reason, kind));
   }
 
-  /** Attaches the stream to this context's parent. */
-  setParentStream(stream: Stream): void {
+  /** Attaches the stream to this context's parent; with `heartbeat`, watches the parent. */
+  setParentStream(stream: Stream, heartbeat: HeartbeatSettings | false = false): void {
     this.parentStream = stream;
     stream.remoteId = this.parentId;
-    this.attach(stream);
-    stream.on('close', (reason) => this.onStreamClosed(stream, reason));
+    this.attach(stream, heartbeat);
+    stream.on('close', (reason, kind) => this.onStreamClosed(stream, reason, kind));
   }
 
-  private attach(stream: Stream): void {
+  private attach(stream: Stream, heartbeat: HeartbeatSettings | false): void {
     this.holds.attach(stream, this.parentStream);
     stream.onMessage = (message, from) => this.route(message, from);
+    if (heartbeat) stream.startHeartbeat(heartbeat, this.id);
   }
 
   /**
@@ -487,29 +493,30 @@ export class MessageSwitch extends EventEmitter<RouterEvents> {
     return refuseRoute(this, handleName, target, stream, reason);
   }
 
-  private deleteRoute(target: number, streamReason: string): void {
-    const reason = this.routes.delete(target, streamReason);
-    if (reason === undefined) return;
+  private deleteRoute(target: number, streamReason: string, streamKind: DisconnectKind): void {
+    const departure = this.routes.delete(target, streamReason, streamKind);
+    if (departure === undefined) return;
+    const { reason, kind } = departure;
     this.routePressure.relieve(target);
-    announceDeparture(this, target, reason);
-    this.disconnected(target, reason);
+    announceDeparture(this, target, reason, kind);
+    this.disconnected(target, reason, kind);
   }
 
   /** Rejects everything waiting on `contextId` and emits `disconnect`. */
-  private disconnected(contextId: number, reason: string): void {
+  private disconnected(contextId: number, reason: string, kind: DisconnectKind): void {
     this.handlers.closeAwaiting(
       contextId,
-      () => new ContextDisconnectedError(this.nameOf(contextId), contextId, reason),
+      () => new ContextDisconnectedError(this.nameOf(contextId), contextId, reason, kind),
     );
-    this.emit('disconnect', contextId, reason);
+    this.emit('disconnect', contextId, reason, kind);
   }
 
-  private onStreamClosed(stream: Stream, reason: string): void {
+  private onStreamClosed(stream: Stream, reason: string, kind: DisconnectKind): void {
     this.holds.detach(stream);
     this.deadReplyLimits.streamClosed(stream);
     if (stream.remoteId >= 0) debug('%s: stream %s closed: %s', this.name, stream.name, reason);
     for (const target of this.routes.reachedThrough(stream)) {
-      this.deleteRoute(target, `${reason} (stream to ${stream.name})`);
+      this.deleteRoute(target, `${reason} (stream to ${stream.name})`, kind);
     }
     if (stream === this.parentStream) this.emit('parentClosed', reason);
   }

@@ -13,6 +13,7 @@ import { codeCacheForChildren } from '../core/code-cache.js';
 import { Context, type ContextFactory } from '../core/context.js';
 import { ChannelError, describeError, InvalidOptionError, ProtocolError, TimeoutError } from '../core/errors.js';
 import { DEFAULT_MAX_MESSAGE_SIZE } from '../core/framing.js';
+import { heartbeatSettings } from '../core/heartbeat.js';
 import { DEFAULT_MAX_HELD_BYTES } from '../core/holdings.js';
 import { type Logger, type LogRecord, logger } from '../core/log.js';
 import {
@@ -195,6 +196,28 @@ export interface RouterOptions {
    * @throws InvalidOptionError from `new Router()` for any other value.
    */
   shutdownOnSignal?: boolean | readonly ('SIGINT' | 'SIGTERM' | 'SIGHUP')[];
+  /**
+   * Milliseconds of silence on a stream after which a ping is sent, on
+   * every stream of the tree unless a context's own option says otherwise
+   * (see `heartbeatTimeout`). At least 50. Default 10000 once the
+   * heartbeat is on.
+   * @throws InvalidOptionError from `new Router()` for any other value.
+   */
+  heartbeatInterval?: number;
+  /**
+   * Milliseconds with nothing received after which a stream is declared
+   * dead, on every stream of the tree unless a context's own option says
+   * otherwise: every operation on the contexts behind it rejects with
+   * `ContextDisconnectedError` saying `no answer for <timeout> s` and
+   * naming the hop, and the child side stops its subtree and exits. Any
+   * frame counts as life; see docs/protocol.md, "Heartbeat". Greater than
+   * `heartbeatInterval`. Default: off (`false`), as a context's main
+   * thread still routes its streams, so a call computing for longer than
+   * the timeout would be taken for a frozen context (docs/calls.md);
+   * giving either option turns it on (10000 and 30000 for the other).
+   * @throws InvalidOptionError from `new Router()` for any other value.
+   */
+  heartbeatTimeout?: number | false;
 }
 
 /** The options of the master's `Router` (`RouterOptions`). */
@@ -211,6 +234,8 @@ const ROUTER_OPTIONS = new Set([
   'nodeRuntime',
   'output',
   'shutdownOnSignal',
+  'heartbeatInterval',
+  'heartbeatTimeout',
 ]);
 
 /** Where `output` may send remote output. */
@@ -300,6 +325,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
     const nodeRuntime = checkNodeRuntime(options.nodeRuntime, where);
     const output = oneOf(options.output, 'output', where, OUTPUTS, 'stderr');
     const shutdownSignals = checkShutdownSignals(options.shutdownOnSignal, where);
+    const heartbeat = heartbeatSettings(options, false, where);
     super({ id: 0, name, parentIds: [], maxMessageSize, maxHeldBytes });
     this.isolateCalls = isolate;
     this.makeContext = makeContext;
@@ -327,6 +353,7 @@ export class MasterSwitch<C extends Context = Context> extends MessageSwitch {
       firstStage: options.targetCodeCache === true ? assets.firstStageCodeCache : assets.firstStage,
       debugNamespaces: process.env.DEBUG ?? '',
       moduleBase: baseDirectory(this.base),
+      heartbeat,
       onChildLog: (record) => this.emitLog(record),
     };
     const runtimes = new StoreRuntimes(nodeRuntime);

@@ -33,14 +33,28 @@ export class ChannelError extends TendrilError {
   }
 }
 
-/** The context was disconnected: its stream closed or it was shut down. */
+/**
+ * Why a context went away, in one word: `'heartbeat'` (nothing was heard
+ * on the stream toward it for the heartbeat's timeout: a frozen process,
+ * a silent link), `'process exited'` (the process behind the stream
+ * ended), `'stream ended'` (the stream closed or broke: end of input, a
+ * write error, a malformed frame), `'shutdown'` (it was stopped on purpose).
+ */
+export type DisconnectKind = 'heartbeat' | 'process exited' | 'stream ended' | 'shutdown';
+
+/** The context was disconnected: its stream closed, its process died, its heartbeat stopped, or it was shut down. */
 export class ContextDisconnectedError extends ChannelError {
+  /** Why, in one word (see `DisconnectKind`); `reason` says it in full and names the hop. */
+  readonly kind: DisconnectKind;
+
   /**
    * @param contextName the context that went away.
    * @param contextId its ID.
-   * @param reason why, e.g. `'end of stream (stream to web1)'`.
+   * @param reason why, e.g. `'no answer for 30 s (stream to web1)'`.
+   * @param kind the same in one word. Default `'stream ended'`.
    */
-  constructor(contextName: string, contextId: number, reason: string) {
+  constructor(contextName: string, contextId: number, reason: string, kind: DisconnectKind = 'stream ended') {
     super(contextName, contextId, reason, 'ERR_TENDRIL_DISCONNECTED');
+    this.kind = kind;
   }
 }

@@ -176,6 +176,7 @@ const FIELDS = new Set([
   'contextName',
   'contextId',
   'reason',
+  'kind',
   'remoteName',
   'remoteMessage',
   'remoteStack',

@@ -26,6 +26,12 @@ export interface BootConfig {
   moduleBase: string;
   /** Prefer packages installed on the target over shipping the master's copy. */
   preferTargetModules: boolean;
+  /**
+   * The heartbeat of the stream to the parent, `[interval, timeout]` in
+   * ms, which the child's end keeps too and passes on to its own children
+   * by default; false for none. Absent from an older parent: none.
+   */
+  heartbeat?: [interval: number, timeout: number] | false;
 }
 
 /** The reply to BOOT and to CONNECT: the new context's identity. */

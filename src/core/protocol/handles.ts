@@ -48,6 +48,16 @@ export const NODE_RUNTIME = 14;
 /** Stop a call this context is running: abort its signal. From the caller only, with parent authority. */
 export const CANCEL_CALL = 15;
 
+/**
+ * A heartbeat on one stream: a ping (reply-to HEARTBEAT, asking for an
+ * answer) or its pong (reply-to 0), a header with no payload. Taken off
+ * the stream by the stream itself and never routed (see heartbeat.ts).
+ */
+export const HEARTBEAT = 16;
+
+/** Answer at once with null: `context.ping()` measures the round trip through the chain. Parent authority only. */
+export const PING = 17;
+
 /** Lowest handle number handed out for receivers. */
 export const FIRST_DYNAMIC_HANDLE = 1000;
 
@@ -68,4 +78,6 @@ export const HANDLE_NAMES: Readonly<Record<number, string>> = {
   [CALL_SERVICE_HANDLE]: 'CALL_TOOLKIT',
   [NODE_RUNTIME]: 'NODE_RUNTIME',
   [CANCEL_CALL]: 'CANCEL_CALL',
+  [HEARTBEAT]: 'HEARTBEAT',
+  [PING]: 'PING',
 };

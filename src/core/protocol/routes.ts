@@ -1,5 +1,6 @@
 import { registerRemoteErrors, TendrilError } from '../errors.js';
 import { fromChildStream } from '../policy.js';
+import type { DisconnectKind } from '../stream.js';
 import { contextId, MAX_TEXT_LENGTH, shownString, tuple } from './check.js';
 import { ADD_ROUTE, DEL_ROUTE } from './handles.js';
 import type { HandleSpec } from './spec.js';
@@ -9,8 +10,10 @@ import type { HandleSpec } from './spec.js';
  * started it (its parent: the sender itself for its own child).
  */
 export type AddRoute = [contextId: number, name: string, parent: number];
-/** Request of DEL_ROUTE: a descendant and why it went away. */
-export type DelRoute = [contextId: number, reason: string];
+/** Request of DEL_ROUTE: a descendant, why it went away, and the same in one word. */
+export type DelRoute = [contextId: number, reason: string, kind: DisconnectKind];
+
+const KINDS: readonly DisconnectKind[] = ['heartbeat', 'process exited', 'stream ended', 'shutdown'];
 
 /**
  * ADD_ROUTE: a descendant became reachable through the stream this came
@@ -42,8 +45,13 @@ export const DEL_ROUTE_SPEC: HandleSpec<DelRoute, null> = {
   name: 'DEL_ROUTE',
   policy: fromChildStream,
   request(value) {
-    const [id, reason] = tuple(value, 'request', 2);
-    return [contextId(id, 'contextId'), shownString(reason, 'reason', MAX_TEXT_LENGTH)];
+    const [id, reason, kind] = tuple(value, 'request', 2, 3);
+    return [
+      contextId(id, 'contextId'),
+      shownString(reason, 'reason', MAX_TEXT_LENGTH),
+      // Anything else (an older child's two items included) is an ending stream, as it was before there were kinds.
+      KINDS.includes(kind as DisconnectKind) ? (kind as DisconnectKind) : 'stream ended',
+    ];
   },
 };
 
